@@ -1,0 +1,21 @@
+//! A real Kubernetes control plane on 127.0.0.1, for tests and local runs.
+//!
+//! Like controller-runtime's envtest, this builds `kube-apiserver`,
+//! `kube-controller-manager` and `etcd` from their Go modules (pinned in
+//! `xtask/gotools/`), caches the binaries by version outside the checkout,
+//! and runs them on free loopback ports. No kubelet runs: a fake Node is
+//! created and pods are made Ready by writing their status (see
+//! `test-support`). kube-controller-manager runs the EndpointSlice, garbage
+//! collector and namespace controllers, so the EndpointSlices tests observe
+//! are made by Kubernetes itself.
+
+pub mod binaries;
+pub mod certs;
+pub mod cluster;
+pub mod node;
+pub mod process;
+
+pub use binaries::{KubeBinaries, Pins};
+pub use certs::{CertError, LocalCa, ServingCert};
+pub use cluster::{Cluster, ClusterError, ClusterOptions, ClusterState};
+pub use process::Lifetime;

@@ -1,0 +1,149 @@
+//! The admin HTTP server every binary runs: `/live`, `/ready`, `/ping` and
+//! `/metrics` (Prometheus text format from a `prometheus-client` registry).
+
+use std::{net::SocketAddr, sync::Arc};
+
+use axum::{
+    Router,
+    extract::State,
+    http::{StatusCode, header},
+    response::IntoResponse,
+    routing::get,
+};
+use prometheus_client::registry::Registry;
+use tokio::net::TcpListener;
+
+use crate::{Readiness, Shutdown};
+
+/// Serves the admin endpoints until shutdown.
+pub struct AdminServer {
+    listener: TcpListener,
+    state: AdminState,
+}
+
+#[derive(Clone)]
+struct AdminState {
+    readiness: Readiness,
+    registry: Arc<Registry>,
+}
+
+impl AdminServer {
+    /// Binds the admin address. Binding early surfaces port clashes at start-up.
+    pub async fn bind(
+        addr: SocketAddr,
+        readiness: Readiness,
+        registry: Arc<Registry>,
+    ) -> std::io::Result<Self> {
+        let listener = TcpListener::bind(addr).await?;
+        Ok(Self {
+            listener,
+            state: AdminState {
+                readiness,
+                registry,
+            },
+        })
+    }
+
+    /// The bound address (useful when binding port 0).
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serves until `shutdown` resolves.
+    pub async fn serve(self, shutdown: Shutdown) -> std::io::Result<()> {
+        tracing::info!(addr = %self.listener.local_addr()?, "admin server listening");
+        axum::serve(self.listener, router(self.state))
+            .with_graceful_shutdown(shutdown.requested())
+            .await
+    }
+}
+
+fn router(state: AdminState) -> Router {
+    Router::new()
+        .route("/live", get(|| async { "live\n" }))
+        .route("/ping", get(|| async { "pong\n" }))
+        .route("/ready", get(ready))
+        .route("/metrics", get(metrics))
+        .with_state(state)
+}
+
+async fn ready(State(state): State<AdminState>) -> impl IntoResponse {
+    let not_ready = state.readiness.not_ready();
+    if not_ready.is_empty() {
+        (StatusCode::OK, "ready\n".to_string())
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: {}\n", not_ready.join(", ")),
+        )
+    }
+}
+
+async fn metrics(State(state): State<AdminState>) -> impl IntoResponse {
+    let mut body = String::new();
+    match prometheus_client::encoding::text::encode(&mut body, &state.registry) {
+        Ok(()) => (
+            StatusCode::OK,
+            [(
+                header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
+            body,
+        )
+            .into_response(),
+        Err(error) => {
+            tracing::error!(%error, "failed to encode metrics");
+            (StatusCode::INTERNAL_SERVER_ERROR, "metrics encoding failed\n").into_response()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+
+    async fn get_text(router: Router, path: &str) -> (StatusCode, String) {
+        let request = http::Request::get(path)
+            .body(axum::body::Body::empty())
+            .expect("request");
+        let response = router.oneshot(request).await.expect("response");
+        let status = response.status();
+        let body = response.into_body().collect().await.expect("body").to_bytes();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    #[tokio::test]
+    async fn ready_reports_what_is_not_synced() {
+        let readiness = Readiness::default();
+        let pods = readiness.register("pods cache");
+        let state = AdminState {
+            readiness,
+            registry: Arc::new(Registry::default()),
+        };
+        let (status, body) = get_text(router(state.clone()), "/ready").await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(body, "not ready: pods cache\n");
+        pods.set(true);
+        let (status, _) = get_text(router(state.clone()), "/ready").await;
+        assert_eq!(status, StatusCode::OK);
+        let (status, body) = get_text(router(state), "/live").await;
+        assert_eq!((status, body.as_str()), (StatusCode::OK, "live\n"));
+    }
+
+    #[tokio::test]
+    async fn metrics_are_encoded() {
+        let mut registry = Registry::default();
+        let counter = prometheus_client::metrics::counter::Counter::<u64>::default();
+        registry.register("test_events", "Events seen", counter.clone());
+        counter.inc();
+        let state = AdminState {
+            readiness: Readiness::default(),
+            registry: Arc::new(registry),
+        };
+        let (status, body) = get_text(router(state), "/metrics").await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(body.contains("test_events_total 1"), "{body}");
+    }
+}

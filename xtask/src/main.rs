@@ -1,0 +1,34 @@
+//! `cargo xtask …`: developer and CI entry points.
+//!
+//! - `cluster build|up|down|env|pin`: the local real Kubernetes control plane.
+//! - `test`: every test of the workspace (builds the control plane first).
+
+mod cluster;
+mod paths;
+mod pin;
+mod test;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "cargo xtask", about = "Meridian developer tasks")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// The local Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager).
+    #[command(subcommand)]
+    Cluster(cluster::ClusterCommand),
+    /// Runs every test of the workspace against a freshly built local control plane.
+    Test(test::TestArgs),
+}
+
+fn main() -> anyhow::Result<()> {
+    match Cli::parse().command {
+        Command::Cluster(command) => cluster::run(command),
+        Command::Test(args) => test::run(args),
+    }
+}

@@ -104,7 +104,10 @@ fn down() -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(15);
     while state.pids.iter().any(|(_, pid)| is_running(*pid)) {
         if Instant::now() > deadline {
-            bail!("some control-plane processes did not stop: {:?}", state.pids);
+            bail!(
+                "some control-plane processes did not stop: {:?}",
+                state.pids
+            );
         }
         std::thread::sleep(Duration::from_millis(100));
     }

@@ -1,9 +1,11 @@
 //! `cargo xtask …`: developer and CI entry points.
 //!
 //! - `cluster build|up|down|env|pin`: the local real Kubernetes control plane.
+//! - `gen-crds`: writes `deploy/crds/` from the Rust types.
 //! - `test`: every test of the workspace (builds the control plane first).
 
 mod cluster;
+mod gen_crds;
 mod paths;
 mod pin;
 mod test;
@@ -22,6 +24,8 @@ enum Command {
     /// The local Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager).
     #[command(subcommand)]
     Cluster(cluster::ClusterCommand),
+    /// Writes deploy/crds/ from the Rust CRD types.
+    GenCrds,
     /// Runs every test of the workspace against a freshly built local control plane.
     Test(test::TestArgs),
 }
@@ -29,6 +33,7 @@ enum Command {
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Cluster(command) => cluster::run(command),
+        Command::GenCrds => gen_crds::run(),
         Command::Test(args) => test::run(args),
     }
 }

@@ -18,13 +18,21 @@ pub fn pin(version: &str) -> anyhow::Result<()> {
     let dir = local_cluster::binaries::gotools_dir().join("kubebin");
     let scratch = std::env::temp_dir();
     let out = Command::new("go")
-        .args(["mod", "download", "-json", &format!("k8s.io/kubernetes@{version}")])
+        .args([
+            "mod",
+            "download",
+            "-json",
+            &format!("k8s.io/kubernetes@{version}"),
+        ])
         .current_dir(&scratch)
         .env("GOWORK", "off")
         .output()
         .context("running go mod download")?;
     if !out.status.success() {
-        bail!("go mod download failed: {}", String::from_utf8_lossy(&out.stderr));
+        bail!(
+            "go mod download failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     let info: serde_json::Value = serde_json::from_slice(&out.stdout)?;
     let go_mod_path = info["GoMod"]
@@ -41,9 +49,23 @@ pub fn pin(version: &str) -> anyhow::Result<()> {
     println!("{} staging modules → {staging}", modules.len());
     go(&dir, &["mod", "edit", "-dropreplace=k8s.io/..."]).ok();
     for module in &modules {
-        go(&dir, &["mod", "edit", &format!("-replace={module}={module}@{staging}")])?;
+        go(
+            &dir,
+            &[
+                "mod",
+                "edit",
+                &format!("-replace={module}={module}@{staging}"),
+            ],
+        )?;
     }
-    go(&dir, &["mod", "edit", &format!("-require=k8s.io/kubernetes@{version}")])?;
+    go(
+        &dir,
+        &[
+            "mod",
+            "edit",
+            &format!("-require=k8s.io/kubernetes@{version}"),
+        ],
+    )?;
     go(&dir, &["mod", "tidy"])?;
     println!("pinned k8s.io/kubernetes {version}; next `cargo xtask cluster build` rebuilds");
     Ok(())

@@ -1,0 +1,14 @@
+//! Kubernetes types of the custom resources Meridian reads, in one place.
+//!
+//! - [`service_profile`]: `ServiceProfile` (`linkerd.io/v1alpha2`).
+//! - [`policy`]: the `policy.linkerd.io` kinds (Server, ServerAuthorization,
+//!   AuthorizationPolicy, MeshTLSAuthentication, NetworkAuthentication,
+//!   HTTPRoute).
+//!
+//! The CRD manifests in `deploy/crds/` are checked against these types by
+//! this crate's tests (`tests/crds.rs`).
+
+pub mod policy;
+pub mod service_profile;
+
+pub mod crds;

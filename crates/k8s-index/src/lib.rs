@@ -1,0 +1,22 @@
+//! Kubernetes state as in-memory indexes, shared by the destination and the
+//! policy controller.
+//!
+//! - [`index`]: the [`Index`] trait an index implements (apply / delete /
+//!   reset), driven synchronously so unit tests can feed it plain objects.
+//! - [`cache`]: [`ObjectCache`], a ready-made index keyed by object name.
+//! - [`watch`]: runs a kube-runtime watcher (no polling) into an index,
+//!   re-listing after outages so objects deleted meanwhile disappear, and
+//!   skipping objects that fail to deserialize.
+//! - [`metrics`]: cache size, events applied and watch restarts per kind.
+//! - [`resources`]: the watched kinds and their watcher configurations.
+
+pub mod cache;
+pub mod index;
+pub mod metrics;
+pub mod resources;
+pub mod watch;
+
+pub use cache::ObjectCache;
+pub use index::{Index, ObjectKey};
+pub use metrics::IndexMetrics;
+pub use watch::{SharedIndex, WatchTask, watch_into};

@@ -121,9 +121,13 @@ impl KubeBinaries {
     /// Whether a previous build finished in this directory.
     pub fn is_built(&self) -> bool {
         self.complete_marker().exists()
-            && [self.etcd(), self.kube_apiserver(), self.kube_controller_manager()]
-                .iter()
-                .all(|p| p.is_file())
+            && [
+                self.etcd(),
+                self.kube_apiserver(),
+                self.kube_controller_manager(),
+            ]
+            .iter()
+            .all(|p| p.is_file())
     }
 
     /// The binaries for the current pins, building them if the cache lacks
@@ -206,8 +210,11 @@ impl KubeBinaries {
             ],
             progress,
         )?;
-        fs::write(self.complete_marker(), format!("{k8s} {}\n", self.pins.etcd))
-            .map_err(io(&self.complete_marker()))?;
+        fs::write(
+            self.complete_marker(),
+            format!("{k8s} {}\n", self.pins.etcd),
+        )
+        .map_err(io(&self.complete_marker()))?;
         progress(&format!(
             "built control-plane binaries in {:.0}s",
             started.elapsed().as_secs_f64()
@@ -345,8 +352,14 @@ mod tests {
             "module x\n\ngo 1.26\n\nrequire k8s.io/kubernetes v1.2.3\n\nrequire (\n\tgo.etcd.io/etcd/server/v3 v3.6.1 // indirect\n)\n",
         )
         .expect("write");
-        assert_eq!(required_version(&path, KUBE_MODULE).expect("kube"), "v1.2.3");
-        assert_eq!(required_version(&path, ETCD_MODULE).expect("etcd"), "v3.6.1");
+        assert_eq!(
+            required_version(&path, KUBE_MODULE).expect("kube"),
+            "v1.2.3"
+        );
+        assert_eq!(
+            required_version(&path, ETCD_MODULE).expect("etcd"),
+            "v3.6.1"
+        );
         fs::write(&path, "module x\n").expect("write");
         assert!(matches!(
             required_version(&path, KUBE_MODULE),

@@ -171,7 +171,10 @@ impl Cluster {
         write("apiserver.key", &serving.key_pem)?;
         write("sa.key", &sa_key)?;
         write("sa.pub", &sa_pub)?;
-        write("tokens.csv", &format!("{token},admin,admin-uid,system:masters\n"))?;
+        write(
+            "tokens.csv",
+            &format!("{token},admin,admin-uid,system:masters\n"),
+        )?;
 
         let etcd_port = free_port()?;
         let apiserver_port = free_port()?;
@@ -188,10 +191,8 @@ impl Cluster {
             apiserver: None,
             etcd: None,
         };
-        fs::write(&cluster.kubeconfig, cluster.kubeconfig_yaml()).map_err(io_err(format!(
-            "writing {}",
-            cluster.kubeconfig.display()
-        )))?;
+        fs::write(&cluster.kubeconfig, cluster.kubeconfig_yaml(apiserver_port))
+            .map_err(io_err(format!("writing {}", cluster.kubeconfig.display())))?;
         cluster.start_etcd().await?;
         cluster.start_apiserver().await?;
         cluster.start_controller_manager().await?;
@@ -236,12 +237,34 @@ impl Cluster {
     /// Starts kube-apiserver (again, after [`Cluster::stop_apiserver`]) on the
     /// same port with the same etcd, and waits for `/readyz`.
     pub async fn start_apiserver(&mut self) -> Result<(), ClusterError> {
+        let apiserver = self.spawn_apiserver("kube-apiserver", self.apiserver_port)?;
+        let apiserver = self
+            .wait_apiserver_ready(apiserver, self.apiserver_port)
+            .await?;
+        self.apiserver = Some(apiserver);
+        Ok(())
+    }
+
+    /// Starts a second kube-apiserver on another port, backed by the same
+    /// etcd (as in an HA control plane). Returns it with a client config;
+    /// dropping the handle stops it.
+    pub async fn start_additional_apiserver(
+        &self,
+    ) -> Result<(ManagedProcess, kube::Config), ClusterError> {
+        let port = free_port()?;
+        let name = format!("kube-apiserver-{port}");
+        let apiserver = self.spawn_apiserver(&name, port)?;
+        let apiserver = self.wait_apiserver_ready(apiserver, port).await?;
+        Ok((apiserver, self.kube_config_for_port(port)?))
+    }
+
+    fn spawn_apiserver(&self, name: &str, port: u16) -> Result<ManagedProcess, ClusterError> {
         let dir = &self.options.work_dir;
         let pki = dir.join("pki");
         let p = |name: &str| pki.join(name).display().to_string();
         let args = vec![
             format!("--etcd-servers=http://127.0.0.1:{}", self.etcd_port),
-            format!("--secure-port={}", self.apiserver_port),
+            format!("--secure-port={port}"),
             "--bind-address=127.0.0.1".to_string(),
             "--advertise-address=127.0.0.1".to_string(),
             format!("--cert-dir={}", dir.join("apiserver-certs").display()),
@@ -261,9 +284,7 @@ impl Cluster {
             format!("--service-account-signing-key-file={}", p("sa.key")),
             "--v=1".to_string(),
         ];
-        let apiserver = self.spawn("kube-apiserver", &self.binaries.kube_apiserver(), &args)?;
-        self.apiserver = Some(apiserver);
-        self.wait_apiserver_ready().await
+        self.spawn(name, &self.binaries.kube_apiserver(), &args)
     }
 
     /// Stops kube-apiserver (SIGTERM) while etcd and the controller manager
@@ -274,8 +295,12 @@ impl Cluster {
         }
     }
 
-    async fn wait_apiserver_ready(&mut self) -> Result<(), ClusterError> {
-        let client = self.client()?;
+    async fn wait_apiserver_ready(
+        &self,
+        mut apiserver: ManagedProcess,
+        port: u16,
+    ) -> Result<ManagedProcess, ClusterError> {
+        let client = kube::Client::try_from(self.kube_config_for_port(port)?)?;
         let deadline = Instant::now() + self.options.start_timeout;
         loop {
             let request = http::Request::get("/readyz")
@@ -283,16 +308,12 @@ impl Cluster {
                 .map_err(|e| io_err("building /readyz request")(std::io::Error::other(e)))?;
             if let Ok(body) = client.request_text(request).await {
                 if body.trim() == "ok" {
-                    return Ok(());
+                    return Ok(apiserver);
                 }
             }
-            let apiserver = self
-                .apiserver
-                .as_mut()
-                .ok_or_else(|| io_err("kube-apiserver")(std::io::Error::other("not started")))?;
-            check_alive(apiserver)?;
+            check_alive(&mut apiserver)?;
             if Instant::now() > deadline {
-                return Err(not_ready(apiserver, self.options.start_timeout));
+                return Err(not_ready(&apiserver, self.options.start_timeout));
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
@@ -326,7 +347,11 @@ impl Cluster {
         program: &Path,
         args: &[String],
     ) -> Result<ManagedProcess, ClusterError> {
-        let log = self.options.work_dir.join("logs").join(format!("{name}.log"));
+        let log = self
+            .options
+            .work_dir
+            .join("logs")
+            .join(format!("{name}.log"));
         ManagedProcess::spawn(name, program, args, &log, self.options.lifetime)
             .map_err(io_err(format!("starting {name}")))
     }
@@ -358,9 +383,12 @@ impl Cluster {
 
     /// A client configuration with admin credentials.
     pub fn kube_config(&self) -> Result<kube::Config, ClusterError> {
-        let kubeconfig = kube::config::Kubeconfig::from_yaml(&self.kubeconfig_yaml())?;
-        let config = futures_lite_block_on_config(kubeconfig)?;
-        Ok(config)
+        self.kube_config_for_port(self.apiserver_port)
+    }
+
+    fn kube_config_for_port(&self, port: u16) -> Result<kube::Config, ClusterError> {
+        let kubeconfig = kube::config::Kubeconfig::from_yaml(&self.kubeconfig_yaml(port))?;
+        config_from_inline_kubeconfig(kubeconfig)
     }
 
     /// A client with admin credentials. Create one per tokio runtime.
@@ -407,11 +435,11 @@ impl Cluster {
         Ok(())
     }
 
-    fn kubeconfig_yaml(&self) -> String {
+    fn kubeconfig_yaml(&self, port: u16) -> String {
         let ca = base64::engine::general_purpose::STANDARD.encode(&self.ca_pem);
         format!(
             "apiVersion: v1\nkind: Config\nclusters:\n- name: meridian-local\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\nusers:\n- name: admin\n  user:\n    token: {token}\ncontexts:\n- name: meridian-local\n  context:\n    cluster: meridian-local\n    user: admin\ncurrent-context: meridian-local\n",
-            server = self.apiserver_url(),
+            server = format!("https://127.0.0.1:{port}"),
             token = self.token,
         )
     }
@@ -419,7 +447,7 @@ impl Cluster {
 
 /// Builds a `kube::Config` from a kubeconfig without I/O: kube's async
 /// constructor only reads files for file-based credentials, which ours lacks.
-fn futures_lite_block_on_config(
+fn config_from_inline_kubeconfig(
     kubeconfig: kube::config::Kubeconfig,
 ) -> Result<kube::Config, ClusterError> {
     let options = kube::config::KubeConfigOptions::default();

@@ -18,4 +18,4 @@ pub mod process;
 pub use binaries::{KubeBinaries, Pins};
 pub use certs::{CertError, LocalCa, ServingCert};
 pub use cluster::{Cluster, ClusterError, ClusterOptions, ClusterState};
-pub use process::Lifetime;
+pub use process::{Lifetime, ManagedProcess};

@@ -53,7 +53,10 @@ impl ManagedProcess {
             tie_to_parent(&mut command);
         }
         let child = command.spawn().map_err(|e| {
-            std::io::Error::new(e.kind(), format!("failed to start {}: {e}", program.display()))
+            std::io::Error::new(
+                e.kind(),
+                format!("failed to start {}: {e}", program.display()),
+            )
         })?;
         Ok(Self {
             name: name.to_string(),
@@ -77,7 +80,9 @@ impl ManagedProcess {
 
     /// `Some(status)` if the child has exited.
     pub fn exit_status(&mut self) -> Option<std::process::ExitStatus> {
-        self.child.as_mut().and_then(|c| c.try_wait().ok().flatten())
+        self.child
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten())
     }
 
     /// The last `lines` lines of the log, for error messages.
@@ -155,7 +160,6 @@ fn signal(pid: libc::pid_t, sig: libc::c_int) -> bool {
 
 #[allow(unsafe_code)]
 fn tie_to_parent(command: &mut Command) {
-
     // SAFETY: the closure runs in the forked child before exec and only calls
     // async-signal-safe functions (prctl, getppid, _exit).
     unsafe {

@@ -1,0 +1,123 @@
+//! The kinds Meridian watches, with the watcher configuration each needs.
+//! Binaries pick the ones they use and point them at their indexes.
+
+use k8s_api::{
+    policy::{
+        AuthorizationPolicy, HTTPRoute, MeshTLSAuthentication, NetworkAuthentication, Server,
+        ServerAuthorization,
+    },
+    service_profile::ServiceProfile,
+};
+use k8s_openapi::api::{
+    core::v1::{Node, Pod, Service},
+    discovery::v1::EndpointSlice,
+};
+use kube::{
+    Api, Client,
+    core::{DeserializeGuard, PartialObjectMeta},
+    runtime::watcher,
+};
+
+use crate::{Index, IndexMetrics, SharedIndex, WatchTask};
+
+/// The label the meshed pods carry (the policy controller watches only those).
+pub const CONTROL_PLANE_NS_LABEL: &str = "linkerd.io/control-plane-ns";
+
+fn config() -> watcher::Config {
+    // Any resourceVersion is fine for lists: the apiserver's watch cache
+    // answers without a quorum read.
+    watcher::Config::default().any_semantic()
+}
+
+/// All pods, or those matching `label_selector`.
+pub fn pods<I>(
+    client: Client,
+    label_selector: Option<&str>,
+    index: SharedIndex<I>,
+    metrics: &IndexMetrics,
+) -> WatchTask
+where
+    I: Index<Pod> + Send + Sync + 'static,
+{
+    let mut cfg = config();
+    if let Some(selector) = label_selector {
+        cfg = cfg.labels(selector);
+    }
+    WatchTask::new("pods", Api::<Pod>::all(client), cfg, index, metrics)
+}
+
+/// All Services.
+pub fn services<I>(client: Client, index: SharedIndex<I>, metrics: &IndexMetrics) -> WatchTask
+where
+    I: Index<Service> + Send + Sync + 'static,
+{
+    WatchTask::new(
+        "services",
+        Api::<Service>::all(client),
+        config(),
+        index,
+        metrics,
+    )
+}
+
+/// All EndpointSlices (discovery.k8s.io/v1).
+pub fn endpoint_slices<I>(
+    client: Client,
+    index: SharedIndex<I>,
+    metrics: &IndexMetrics,
+) -> WatchTask
+where
+    I: Index<EndpointSlice> + Send + Sync + 'static,
+{
+    WatchTask::new(
+        "endpointslices",
+        Api::<EndpointSlice>::all(client),
+        config(),
+        index,
+        metrics,
+    )
+}
+
+/// Node metadata (labels such as the zone are all Meridian reads).
+pub fn nodes<I>(client: Client, index: SharedIndex<I>, metrics: &IndexMetrics) -> WatchTask
+where
+    I: Index<PartialObjectMeta<Node>> + Send + Sync + 'static,
+{
+    // `Api<PartialObjectMeta<_>>` makes metadata-only requests.
+    WatchTask::new(
+        "nodes",
+        Api::<PartialObjectMeta<Node>>::all(client),
+        config(),
+        index,
+        metrics,
+    )
+}
+
+macro_rules! crd_watch {
+    ($(#[$doc:meta] $fn:ident => $ty:ty, $kind:literal;)*) => {$(
+        #[$doc]
+        pub fn $fn<I>(client: Client, index: SharedIndex<I>, metrics: &IndexMetrics) -> WatchTask
+        where
+            I: Index<$ty> + Send + Sync + 'static,
+        {
+            WatchTask::new($kind, Api::<DeserializeGuard<$ty>>::all(client), config(), index, metrics)
+        }
+    )*};
+}
+
+crd_watch! {
+    /// ServiceProfiles (linkerd.io/v1alpha2).
+    service_profiles => ServiceProfile, "serviceprofiles";
+    /// Servers (policy.linkerd.io).
+    servers => Server, "servers";
+    /// ServerAuthorizations (policy.linkerd.io).
+    server_authorizations => ServerAuthorization, "serverauthorizations";
+    /// AuthorizationPolicies (policy.linkerd.io).
+    authorization_policies => AuthorizationPolicy, "authorizationpolicies";
+    /// MeshTLSAuthentications (policy.linkerd.io).
+    mesh_tls_authentications => MeshTLSAuthentication, "meshtlsauthentications";
+    /// NetworkAuthentications (policy.linkerd.io).
+    network_authentications => NetworkAuthentication, "networkauthentications";
+    /// HTTPRoutes (policy.linkerd.io).
+    http_routes => HTTPRoute, "httproutes";
+}

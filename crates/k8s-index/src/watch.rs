@@ -1,0 +1,357 @@
+//! Runs a kube-runtime watch into an [`Index`].
+//!
+//! Events are applied synchronously under the index's write lock. After
+//! every (re)list the index is reset to exactly the listed set, so objects
+//! deleted while the watch was down (an apiserver outage, a network split)
+//! disappear. Objects that fail to deserialize are logged, counted and
+//! treated as absent; they never stop the watch. Watch failures are
+//! retried with kube-runtime's default backoff.
+
+use std::{collections::HashSet, fmt::Debug, sync::Arc};
+
+use futures::{Stream, StreamExt, future::BoxFuture};
+use k8s_openapi::api::{
+    core::v1::{Node, Pod, Service},
+    discovery::v1::EndpointSlice,
+};
+use kube::{
+    Api, Resource,
+    core::{DeserializeGuard, PartialObjectMeta, error_boundary::InvalidObject},
+    runtime::{WatchStreamExt, watcher},
+};
+use parking_lot::RwLock;
+use serde::de::DeserializeOwned;
+use tokio::sync::watch;
+
+use crate::{Index, IndexMetrics, ObjectKey, metrics::KindMetrics};
+
+/// An index shared between its watch and its readers.
+pub type SharedIndex<I> = Arc<RwLock<I>>;
+
+/// What a watch yields: either an always-valid built-in object, or a
+/// [`DeserializeGuard`] around a custom resource that may be invalid.
+pub trait Checked: Resource + Clone + DeserializeOwned + Debug + Send + 'static {
+    type Object: Resource + Send;
+    fn checked(self) -> Result<Self::Object, InvalidObject>;
+}
+
+impl<K> Checked for DeserializeGuard<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    K::DynamicType: Default,
+{
+    type Object = K;
+    fn checked(self) -> Result<K, InvalidObject> {
+        self.0
+    }
+}
+
+macro_rules! always_valid {
+    ($($ty:ty),* $(,)?) => {$(
+        impl Checked for $ty {
+            type Object = $ty;
+            fn checked(self) -> Result<$ty, InvalidObject> {
+                Ok(self)
+            }
+        }
+    )*};
+}
+
+always_valid!(Pod, Service, EndpointSlice, Node, PartialObjectMeta<Node>);
+
+/// A watch ready to be spawned, with its sync signal.
+pub struct WatchTask {
+    /// The kind's name in logs, metrics and `/ready` (e.g. `pods`).
+    pub kind: String,
+    /// Becomes `true` once the initial list has been applied.
+    pub synced: watch::Receiver<bool>,
+    /// Runs the watch forever.
+    pub future: BoxFuture<'static, ()>,
+}
+
+impl WatchTask {
+    /// A watch of `api` (with `config`) into `index`.
+    pub fn new<W, I>(
+        kind: &str,
+        api: Api<W>,
+        config: watcher::Config,
+        index: SharedIndex<I>,
+        metrics: &IndexMetrics,
+    ) -> Self
+    where
+        W: Checked,
+        W::DynamicType: Default,
+        I: Index<W::Object> + Send + Sync + 'static,
+    {
+        let stream = watcher(api, config).default_backoff();
+        Self::from_stream(kind, stream, index, metrics)
+    }
+
+    /// A watch over an existing event stream (e.g. a metadata watcher).
+    pub fn from_stream<W, I, S>(
+        kind: &str,
+        stream: S,
+        index: SharedIndex<I>,
+        metrics: &IndexMetrics,
+    ) -> Self
+    where
+        W: Checked,
+        I: Index<W::Object> + Send + Sync + 'static,
+        S: Stream<Item = Result<watcher::Event<W>, watcher::Error>> + Send + 'static,
+    {
+        let (tx, synced) = watch::channel(false);
+        let kind_metrics = metrics.kind(kind);
+        let name = kind.to_string();
+        let future = Box::pin(watch_into(name.clone(), stream, index, kind_metrics, tx));
+        Self {
+            kind: name,
+            synced,
+            future,
+        }
+    }
+}
+
+/// Applies `stream`'s events to `index` until the stream ends.
+pub async fn watch_into<W, I, S>(
+    kind: String,
+    stream: S,
+    index: SharedIndex<I>,
+    metrics: KindMetrics,
+    synced: watch::Sender<bool>,
+) where
+    W: Checked,
+    I: Index<W::Object>,
+    S: Stream<Item = Result<watcher::Event<W>, watcher::Error>>,
+{
+    let mut state = WatchState::<W::Object>::default();
+    let mut stream = std::pin::pin!(stream);
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(event) => {
+                if state.handle(&kind, event, &index, &metrics) {
+                    synced.send_replace(true);
+                    metrics.synced.set(1);
+                }
+                metrics.cache_size.set(state.known.len() as i64);
+            }
+            Err(error) => {
+                metrics.restarts.inc();
+                tracing::warn!(%kind, %error, "watch failed; retrying with backoff");
+            }
+        }
+    }
+    tracing::debug!(%kind, "watch stream ended");
+}
+
+/// Keys the index holds, and the objects of a list in progress.
+struct WatchState<K> {
+    known: HashSet<ObjectKey>,
+    listing: Option<Vec<K>>,
+}
+
+impl<K> Default for WatchState<K> {
+    fn default() -> Self {
+        Self {
+            known: HashSet::new(),
+            listing: None,
+        }
+    }
+}
+
+impl<K: Resource> WatchState<K> {
+    /// Applies one event; returns true when a list completed.
+    fn handle<W, I>(
+        &mut self,
+        kind: &str,
+        event: watcher::Event<W>,
+        index: &RwLock<I>,
+        metrics: &KindMetrics,
+    ) -> bool
+    where
+        W: Checked<Object = K>,
+        I: Index<K>,
+    {
+        match event {
+            watcher::Event::Init => {
+                self.listing = Some(Vec::new());
+            }
+            watcher::Event::InitApply(obj) => match obj.checked() {
+                Ok(obj) => self.listing.get_or_insert_with(Vec::new).push(obj),
+                Err(invalid) => skip_invalid(kind, &invalid, metrics),
+            },
+            watcher::Event::InitDone => {
+                let objects = self.listing.take().unwrap_or_default();
+                let listed: HashSet<ObjectKey> = objects.iter().filter_map(ObjectKey::of).collect();
+                let removed: Vec<ObjectKey> = self.known.difference(&listed).cloned().collect();
+                if !removed.is_empty() {
+                    tracing::info!(%kind, removed = removed.len(), "re-list removed objects deleted while the watch was down");
+                }
+                self.known = listed;
+                index.write().reset(objects, removed);
+                metrics.resets.inc();
+                return true;
+            }
+            watcher::Event::Apply(obj) => match obj.checked() {
+                Ok(obj) => {
+                    if let Some(key) = ObjectKey::of(&obj) {
+                        self.known.insert(key);
+                        index.write().apply(obj);
+                        metrics.applied.inc();
+                    }
+                }
+                Err(invalid) => {
+                    skip_invalid(kind, &invalid, metrics);
+                    let key = key_of_invalid(&invalid);
+                    if self.known.remove(&key) {
+                        index.write().delete(key);
+                        metrics.deleted.inc();
+                    }
+                }
+            },
+            watcher::Event::Delete(obj) => {
+                let key = match obj.checked() {
+                    Ok(obj) => ObjectKey::of(&obj),
+                    Err(invalid) => Some(key_of_invalid(&invalid)),
+                };
+                if let Some(key) = key {
+                    if self.known.remove(&key) {
+                        index.write().delete(key);
+                        metrics.deleted.inc();
+                    }
+                }
+            }
+        }
+        false
+    }
+}
+
+fn key_of_invalid(invalid: &InvalidObject) -> ObjectKey {
+    ObjectKey {
+        namespace: invalid.metadata.namespace.clone(),
+        name: invalid.metadata.name.clone().unwrap_or_default(),
+    }
+}
+
+fn skip_invalid(kind: &str, invalid: &InvalidObject, metrics: &KindMetrics) {
+    metrics.invalid.inc();
+    tracing::warn!(
+        %kind,
+        object = %key_of_invalid(invalid),
+        error = %invalid.error,
+        "skipping an object that does not deserialize"
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ObjectCache;
+    use futures::stream;
+    use k8s_api::policy::Server;
+
+    fn svc(name: &str) -> Service {
+        let mut svc = Service::default();
+        svc.metadata.namespace = Some("ns".into());
+        svc.metadata.name = Some(name.into());
+        svc
+    }
+
+    fn run_events(
+        index: &SharedIndex<ObjectCache<Service>>,
+        events: Vec<watcher::Event<Service>>,
+    ) -> bool {
+        let metrics = IndexMetrics::default();
+        let (tx, rx) = watch::channel(false);
+        let stream = stream::iter(events.into_iter().map(Ok));
+        futures::executor::block_on(watch_into(
+            "services".into(),
+            stream,
+            index.clone(),
+            metrics.kind("services"),
+            tx,
+        ));
+        let synced = *rx.borrow();
+        synced
+    }
+
+    fn names(index: &SharedIndex<ObjectCache<Service>>) -> Vec<String> {
+        index.read().iter().map(|(k, _)| k.name.clone()).collect()
+    }
+
+    #[test]
+    fn relist_removes_objects_deleted_during_an_outage() {
+        let index = SharedIndex::default();
+        use watcher::Event::*;
+        let synced = run_events(
+            &index,
+            vec![
+                Init,
+                InitApply(svc("a")),
+                InitApply(svc("b")),
+                InitDone,
+                Apply(svc("c")),
+                // The watch restarts; "b" was deleted while it was down.
+                Init,
+                InitApply(svc("a")),
+                InitApply(svc("c")),
+                InitDone,
+            ],
+        );
+        assert!(synced);
+        assert_eq!(names(&index), ["a", "c"]);
+    }
+
+    #[test]
+    fn apply_and_delete_update_the_index_and_sync_waits_for_the_list() {
+        let index = SharedIndex::default();
+        use watcher::Event::*;
+        let synced = run_events(&index, vec![Init, InitApply(svc("a"))]);
+        assert!(!synced, "not synced before InitDone");
+        assert!(names(&index).is_empty(), "a partial list is not applied");
+        run_events(
+            &index,
+            vec![Init, InitDone, Apply(svc("x")), Delete(svc("x"))],
+        );
+        assert!(names(&index).is_empty());
+    }
+
+    #[test]
+    fn invalid_custom_resources_are_skipped_not_fatal() {
+        let index: SharedIndex<ObjectCache<Server>> = SharedIndex::default();
+        let good: DeserializeGuard<Server> = serde_json::from_value(serde_json::json!({
+            "apiVersion": "policy.linkerd.io/v1beta3", "kind": "Server",
+            "metadata": {"namespace": "ns", "name": "good"},
+            "spec": {"port": 8080, "podSelector": {}}
+        }))
+        .expect("guard never fails on a valid envelope");
+        let bad: DeserializeGuard<Server> = serde_json::from_value(serde_json::json!({
+            "apiVersion": "policy.linkerd.io/v1beta3", "kind": "Server",
+            "metadata": {"namespace": "ns", "name": "bad"},
+            "spec": {"port": {"not": "a port"}}
+        }))
+        .expect("guard never fails on a valid envelope");
+        assert!(bad.0.is_err());
+        let metrics = IndexMetrics::default();
+        let kind_metrics = metrics.kind("servers");
+        let (tx, rx) = watch::channel(false);
+        use watcher::Event::*;
+        let events = vec![
+            Init,
+            InitApply(good.clone()),
+            InitApply(bad.clone()),
+            InitDone,
+            Apply(bad),
+        ];
+        futures::executor::block_on(watch_into(
+            "servers".into(),
+            stream::iter(events.into_iter().map(Ok)),
+            index.clone(),
+            kind_metrics.clone(),
+            tx,
+        ));
+        assert!(*rx.borrow());
+        let keys: Vec<_> = index.read().iter().map(|(k, _)| k.name.clone()).collect();
+        assert_eq!(keys, ["good"]);
+        assert_eq!(kind_metrics.invalid.get(), 2);
+    }
+}

@@ -88,7 +88,11 @@ fn assert_same(expected: &BTreeMap<String, String>, actual: &BTreeMap<String, St
     for path in actual.keys().filter(|p| !expected.contains_key(*p)) {
         diffs.push(format!("{path}: not in the Rust types"));
     }
-    assert!(diffs.is_empty(), "CRD and types differ:\n{}", diffs.join("\n"));
+    assert!(
+        diffs.is_empty(),
+        "CRD and types differ:\n{}",
+        diffs.join("\n")
+    );
 }
 
 #[test]
@@ -165,8 +169,8 @@ fn route_level_not_is_an_object() {
 #[test]
 fn a_drifted_manifest_is_detected() {
     let mut manifest = manifest();
-    manifest["spec"]["versions"][1]["schema"]["openAPIV3Schema"]["properties"]["spec"]
-        ["properties"]["routes"]["items"]["properties"]["condition"]["properties"]["not"] =
+    manifest["spec"]["versions"][1]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        ["routes"]["items"]["properties"]["condition"]["properties"]["not"] =
         serde_json::json!({"type": "array", "items": {"type": "object"}});
     let generated = generated();
     let want = spec_paths(&version_schema(&generated, "v1alpha2"));

@@ -1,0 +1,328 @@
+//! The webhook's HTTP handling (an axum router that accepts reviews on any
+//! path) and its HTTPS server: rustls with the certificate from a
+//! [`CertStore`], HTTP/1.1 and HTTP/2, graceful shutdown.
+
+use std::{net::SocketAddr, sync::Arc, time::Duration};
+
+use axum::{
+    Router,
+    body::Bytes,
+    extract::{DefaultBodyLimit, State, rejection::BytesRejection},
+    http::{Method, StatusCode, header},
+    response::{IntoResponse, Response},
+};
+use hyper_util::{
+    rt::{TokioExecutor, TokioIo},
+    server::conn::auto,
+    service::TowerToHyperService,
+};
+use meridian_runtime::Shutdown;
+use tokio::{net::TcpListener, task::JoinSet};
+use tokio_rustls::TlsAcceptor;
+
+use crate::{
+    AdmissionReview, Validate,
+    metrics::{Metrics, Outcome},
+    tls::{CertStore, TlsError},
+};
+
+/// The largest request body accepted (Kubernetes objects are at most ~1.5
+/// MiB; reviews carry two of them).
+pub const BODY_LIMIT: usize = 10 * 1024 * 1024;
+
+/// How long a TLS handshake may take.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long in-flight requests get to finish after shutdown is requested.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+
+struct Handler<V> {
+    validator: V,
+    metrics: Metrics,
+}
+
+/// The webhook's routes: every path takes a `POST`ed AdmissionReview.
+pub fn router<V: Validate>(validator: V, metrics: Metrics) -> Router {
+    let handler = Arc::new(Handler { validator, metrics });
+    Router::new()
+        .fallback(review::<V>)
+        .with_state(handler)
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+}
+
+fn plain(status: StatusCode, message: String) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        format!("{message}\n"),
+    )
+        .into_response()
+}
+
+async fn review<V: Validate>(
+    State(handler): State<Arc<Handler<V>>>,
+    method: Method,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    if method != Method::POST {
+        return plain(
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!("method {method} not allowed: POST an AdmissionReview"),
+        );
+    }
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) => {
+            handler.metrics.record(Outcome::Invalid);
+            let status = rejection.status();
+            let status = if status.is_client_error() {
+                status
+            } else {
+                StatusCode::BAD_REQUEST
+            };
+            let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
+                format!("request body larger than {BODY_LIMIT} bytes")
+            } else {
+                format!("failed to read the request body: {}", rejection.body_text())
+            };
+            tracing::debug!(%status, %message, "rejected request");
+            return plain(status, message);
+        }
+    };
+    let review = match AdmissionReview::parse(&body) {
+        Ok(review) => review,
+        Err(error) => {
+            handler.metrics.record(Outcome::Invalid);
+            tracing::debug!(%error, "rejected request");
+            return plain(StatusCode::BAD_REQUEST, error.to_string());
+        }
+    };
+    let verdict = handler.validator.validate(&review.request);
+    let request = &review.request;
+    match &verdict {
+        Ok(()) => {
+            handler.metrics.record(Outcome::Allowed);
+            tracing::debug!(uid = %request.uid, name = ?request.name, namespace = ?request.namespace, "allowed");
+        }
+        Err(message) => {
+            handler.metrics.record(Outcome::Denied);
+            tracing::info!(uid = %request.uid, name = ?request.name, namespace = ?request.namespace, %message, "denied");
+        }
+    }
+    let response = review.respond(verdict).to_review_json(review.version);
+    (StatusCode::OK, axum::Json(response)).into_response()
+}
+
+/// Errors starting the HTTPS server.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("failed to bind {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+}
+
+/// An HTTPS server bound to its address, ready to serve a router.
+pub struct HttpsServer {
+    listener: TcpListener,
+    acceptor: TlsAcceptor,
+}
+
+impl HttpsServer {
+    /// Binds `addr`, serving the certificate of `certs` (TLS 1.3 only).
+    pub async fn bind(addr: SocketAddr, certs: &Arc<CertStore>) -> Result<Self, ServerError> {
+        let config = certs.server_config()?;
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| ServerError::Bind { addr, source })?;
+        Ok(Self {
+            listener,
+            acceptor: TlsAcceptor::from(config),
+        })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serves `router` until `shutdown`, then lets in-flight requests finish
+    /// for up to [`DRAIN_TIMEOUT`].
+    pub async fn serve(self, router: Router, shutdown: Shutdown) {
+        let addr = self.listener.local_addr().ok();
+        tracing::info!(?addr, "webhook server listening");
+        let mut connections = JoinSet::new();
+        let stop = shutdown.clone().requested();
+        tokio::pin!(stop);
+        loop {
+            let accepted = tokio::select! {
+                () = &mut stop => break,
+                accepted = self.listener.accept() => accepted,
+                // Reap finished connection tasks as we go.
+                Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+            };
+            let (tcp, peer) = match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // E.g. too many open files: back off instead of spinning.
+                    tracing::warn!(%error, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            };
+            let acceptor = self.acceptor.clone();
+            let router = router.clone();
+            let shutdown = shutdown.clone();
+            connections.spawn(async move {
+                let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await
+                {
+                    Ok(Ok(tls)) => tls,
+                    Ok(Err(error)) => {
+                        tracing::debug!(%peer, %error, "TLS handshake failed");
+                        return;
+                    }
+                    Err(_) => {
+                        tracing::debug!(%peer, "TLS handshake timed out");
+                        return;
+                    }
+                };
+                let builder = auto::Builder::new(TokioExecutor::new());
+                let connection = builder.serve_connection_with_upgrades(
+                    TokioIo::new(tls),
+                    TowerToHyperService::new(router),
+                );
+                tokio::pin!(connection);
+                let stop = shutdown.requested();
+                tokio::pin!(stop);
+                tokio::select! {
+                    result = connection.as_mut() => {
+                        if let Err(error) = result {
+                            tracing::debug!(%peer, %error, "connection error");
+                        }
+                        return;
+                    }
+                    () = &mut stop => connection.as_mut().graceful_shutdown(),
+                }
+                if let Err(error) = connection.await {
+                    tracing::debug!(%peer, %error, "connection error while draining");
+                }
+            });
+        }
+        drop(self.listener);
+        let drained = tokio::time::timeout(DRAIN_TIMEOUT, async {
+            while connections.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            tracing::warn!(
+                remaining = connections.len(),
+                "closing connections that did not drain"
+            );
+            connections.abort_all();
+        }
+        tracing::info!("webhook server stopped");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::AdmissionRequest;
+    use axum::body::Body;
+    use tower::ServiceExt;
+
+    struct DenyNamed;
+
+    impl Validate for DenyNamed {
+        fn validate(&self, request: &AdmissionRequest) -> Result<(), String> {
+            match request.name.as_deref() {
+                Some("bad") => Err("bad is bad".into()),
+                _ => Ok(()),
+            }
+        }
+    }
+
+    async fn call(
+        router: Router,
+        method: Method,
+        path: &str,
+        body: Vec<u8>,
+    ) -> (StatusCode, String) {
+        let request = http::Request::builder()
+            .method(method)
+            .uri(path)
+            .body(Body::from(body))
+            .expect("request");
+        let response = router.oneshot(request).await.expect("response");
+        let status = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .expect("body");
+        (status, String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    fn body(name: &str) -> Vec<u8> {
+        serde_json::json!({
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {"uid": "u-1", "name": name, "operation": "CREATE", "object": {}},
+        })
+        .to_string()
+        .into_bytes()
+    }
+
+    #[tokio::test]
+    async fn answers_reviews_on_any_path() {
+        let metrics = Metrics::default();
+        let router = router(DenyNamed, metrics.clone());
+        let (status, text) = call(router.clone(), Method::POST, "/", body("good")).await;
+        assert_eq!(status, StatusCode::OK);
+        let json: serde_json::Value = serde_json::from_str(&text).expect("json");
+        assert_eq!(
+            json["response"],
+            serde_json::json!({"uid": "u-1", "allowed": true})
+        );
+
+        let (status, text) = call(router, Method::POST, "/any/path", body("bad")).await;
+        assert_eq!(status, StatusCode::OK);
+        let json: serde_json::Value = serde_json::from_str(&text).expect("json");
+        assert_eq!(json["response"]["status"]["message"], "bad is bad");
+        assert_eq!(json["response"]["status"]["code"], 400);
+        assert_eq!(metrics.count(Outcome::Allowed), 1);
+        assert_eq!(metrics.count(Outcome::Denied), 1);
+    }
+
+    #[tokio::test]
+    async fn rejects_bad_bodies_with_4xx_text() {
+        let metrics = Metrics::default();
+        let router = router(DenyNamed, metrics.clone());
+        let (status, text) = call(router.clone(), Method::POST, "/", Vec::new()).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert!(text.starts_with("empty request body"), "{text}");
+
+        let (status, text) = call(router.clone(), Method::POST, "/", b"{not json".to_vec()).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert!(text.starts_with("malformed AdmissionReview"), "{text}");
+
+        let (status, text) = call(
+            router.clone(),
+            Method::POST,
+            "/",
+            vec![b' '; BODY_LIMIT + 1],
+        )
+        .await;
+        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+        assert!(text.contains("larger than"), "{text}");
+
+        let (status, _) = call(router.clone(), Method::GET, "/", Vec::new()).await;
+        assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+
+        // Still serving after all that.
+        let (status, _) = call(router, Method::POST, "/", body("good")).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(metrics.count(Outcome::Invalid), 3);
+    }
+}

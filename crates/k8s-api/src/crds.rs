@@ -2,7 +2,9 @@
 //! are rendered into `deploy/crds/`. `cargo xtask gen-crds` writes them; a
 //! test fails when a file differs from what the types generate.
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
+};
 use kube::CustomResourceExt;
 
 use crate::policy;
@@ -18,11 +20,53 @@ pub fn generated() -> Vec<(String, CustomResourceDefinition)> {
         policy::HTTPRoute::crd(),
     ]
     .into_iter()
-    .map(|crd| {
+    .map(|mut crd| {
+        for version in &mut crd.spec.versions {
+            if let Some(schema) = version
+                .schema
+                .as_mut()
+                .and_then(|s| s.open_api_v3_schema.as_mut())
+            {
+                drop_unsigned_formats(schema);
+            }
+        }
         let file = format!("{}_{}.yaml", crd.spec.group, crd.spec.names.plural);
         (file, crd)
     })
     .collect()
+}
+
+/// Removes `format: uint16` and the like, which schemars emits for unsigned
+/// integers but Kubernetes does not know (it warns on apply). Bounds stay
+/// enforced by deserialization.
+fn drop_unsigned_formats(schema: &mut JSONSchemaProps) {
+    if schema
+        .format
+        .as_deref()
+        .is_some_and(|f| f.starts_with("uint"))
+    {
+        schema.format = None;
+    }
+    let children = schema
+        .properties
+        .iter_mut()
+        .flat_map(|p| p.values_mut())
+        .chain(schema.items.iter_mut().filter_map(|items| match items {
+            JSONSchemaPropsOrArray::Schema(s) => Some(s.as_mut()),
+            JSONSchemaPropsOrArray::Schemas(_) => None,
+        }))
+        .chain(
+            schema
+                .additional_properties
+                .iter_mut()
+                .filter_map(|a| match a {
+                    JSONSchemaPropsOrBool::Schema(s) => Some(s.as_mut()),
+                    JSONSchemaPropsOrBool::Bool(_) => None,
+                }),
+        );
+    for child in children {
+        drop_unsigned_formats(child);
+    }
 }
 
 /// Errors rendering a CRD.

@@ -87,6 +87,17 @@ impl WatchTask {
         Self::from_stream(kind, stream, index, metrics)
     }
 
+    /// Spawns the watch on the current tokio runtime and returns its sync
+    /// signal (register it with the process's readiness).
+    pub fn spawn(self) -> watch::Receiver<bool> {
+        let kind = self.kind;
+        tokio::spawn(tracing::Instrument::instrument(
+            self.future,
+            tracing::info_span!("watch", %kind),
+        ));
+        self.synced
+    }
+
     /// A watch over an existing event stream (e.g. a metadata watcher).
     pub fn from_stream<W, I, S>(
         kind: &str,

@@ -93,7 +93,11 @@ async fn metrics(State(state): State<AdminState>) -> impl IntoResponse {
             .into_response(),
         Err(error) => {
             tracing::error!(%error, "failed to encode metrics");
-            (StatusCode::INTERNAL_SERVER_ERROR, "metrics encoding failed\n").into_response()
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "metrics encoding failed\n",
+            )
+                .into_response()
         }
     }
 }
@@ -110,7 +114,12 @@ mod tests {
             .expect("request");
         let response = router.oneshot(request).await.expect("response");
         let status = response.status();
-        let body = response.into_body().collect().await.expect("body").to_bytes();
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
         (status, String::from_utf8_lossy(&body).into_owned())
     }
 

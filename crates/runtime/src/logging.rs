@@ -47,9 +47,20 @@ impl LogArgs {
         })?;
         let registry = tracing_subscriber::registry().with(filter);
         let installed = match self.log_format {
-            LogFormat::Plain => registry.with(fmt::layer().with_target(true)).try_init(),
+            LogFormat::Plain => registry
+                .with(
+                    fmt::layer()
+                        .with_target(true)
+                        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout())),
+                )
+                .try_init(),
             LogFormat::Json => registry
-                .with(fmt::layer().json().flatten_event(true).with_current_span(false))
+                .with(
+                    fmt::layer()
+                        .json()
+                        .flatten_event(true)
+                        .with_current_span(false),
+                )
                 .try_init(),
         };
         installed.map_err(|_| LogError::AlreadyInstalled)

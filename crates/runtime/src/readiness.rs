@@ -18,7 +18,6 @@ pub struct ReadyHandle {
     tx: Arc<watch::Sender<bool>>,
 }
 
-
 impl Readiness {
     /// Registers a component, not ready until its handle says so.
     pub fn register(&self, name: impl Into<String>) -> ReadyHandle {

@@ -75,8 +75,7 @@ fn start() -> SharedCluster {
             let started = runtime.block_on(async {
                 let cluster = Cluster::start(options).await?;
                 let client = cluster.client()?;
-                local_cluster::node::ensure_node(&client, crate::NODE_NAME, Some("zone-a"))
-                    .await?;
+                local_cluster::node::ensure_node(&client, crate::NODE_NAME, Some("zone-a")).await?;
                 Ok::<_, local_cluster::ClusterError>(cluster)
             });
             match started {

@@ -1,0 +1,106 @@
+//! Command-line flags of `policy-controller`. Names and defaults follow
+//! Linkerd's policy controller, so its manifests port unchanged.
+
+use std::net::SocketAddr;
+
+use clap::Parser;
+use ipnet::IpNet;
+use meridian_runtime::{KubeClientArgs, LogArgs};
+
+/// The six default inbound policies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum DefaultPolicy {
+    AllUnauthenticated,
+    AllAuthenticated,
+    ClusterUnauthenticated,
+    ClusterAuthenticated,
+    Deny,
+    Audit,
+}
+
+#[derive(Clone, Debug, Parser)]
+#[command(
+    name = "policy-controller",
+    version,
+    about = "Serves inbound policy (who may talk to which workload port) to meshed proxies"
+)]
+pub struct Args {
+    #[command(flatten)]
+    pub log: LogArgs,
+
+    #[command(flatten)]
+    pub kube: KubeClientArgs,
+
+    /// Admin server address (/live, /ready, /metrics).
+    #[arg(long, env = "POLICY_ADMIN_ADDR", default_value = "0.0.0.0:8080")]
+    pub admin_addr: SocketAddr,
+
+    /// Policy gRPC API address (plaintext h2c, as proxies expect).
+    #[arg(long, env = "POLICY_GRPC_ADDR", default_value = "0.0.0.0:8090")]
+    pub grpc_addr: SocketAddr,
+
+    /// Admission webhook address (HTTPS).
+    #[arg(long, env = "POLICY_SERVER_ADDR", default_value = "0.0.0.0:9443")]
+    pub server_addr: SocketAddr,
+
+    /// PEM private key of the admission webhook.
+    #[arg(long, default_value = "/var/run/linkerd/tls/tls.key")]
+    pub server_tls_key: std::path::PathBuf,
+
+    /// PEM certificate chain of the admission webhook.
+    #[arg(long, default_value = "/var/run/linkerd/tls/tls.crt")]
+    pub server_tls_certs: std::path::PathBuf,
+
+    /// Do not serve the admission webhook.
+    #[arg(long)]
+    pub admission_controller_disabled: bool,
+
+    /// Networks of the cluster's pods and nodes (comma-separated CIDRs).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "10.0.0.0/8,100.64.0.0/10,172.16.0.0/12,192.168.0.0/16"
+    )]
+    pub cluster_networks: Vec<IpNet>,
+
+    /// Trust domain of mesh identities.
+    #[arg(long, default_value = "cluster.local")]
+    pub identity_domain: String,
+
+    /// The cluster's DNS domain.
+    #[arg(long, default_value = "cluster.local")]
+    pub cluster_domain: String,
+
+    /// Policy for ports no Server selects (overridden per pod by the
+    /// `config.linkerd.io/default-inbound-policy` annotation).
+    #[arg(long, value_enum, default_value_t = DefaultPolicy::AllUnauthenticated)]
+    pub default_policy: DefaultPolicy,
+
+    /// Name of the Deployment that owns the status-writer Lease.
+    #[arg(long, default_value = "linkerd-destination")]
+    pub policy_deployment_name: String,
+
+    /// Namespace of the control plane.
+    #[arg(long, default_value = "linkerd")]
+    pub control_plane_namespace: String,
+
+    /// Networks allowed to reach HTTP probe paths (none: probes are not specially authorized).
+    #[arg(long, value_delimiter = ',')]
+    pub probe_networks: Vec<IpNet>,
+
+    /// Ports treated as opaque for outbound Services without an annotation.
+    #[arg(long, default_value = "25,587,3306,4444,5432,6379,9300,11211")]
+    pub default_opaque_ports: String,
+
+    /// Timeout of one status patch, in milliseconds.
+    #[arg(long, default_value_t = 5000)]
+    pub patch_timeout_ms: u64,
+
+    /// Let `l5d-*` request headers through (they are stripped by default).
+    #[arg(long)]
+    pub allow_l5d_request_headers: bool,
+
+    /// Namespace of global EgressNetworks.
+    #[arg(long, default_value = "linkerd-egress")]
+    pub global_egress_network_namespace: String,
+}

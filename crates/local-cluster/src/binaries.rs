@@ -113,6 +113,10 @@ impl KubeBinaries {
     pub fn kube_controller_manager(&self) -> PathBuf {
         self.dir.join("kube-controller-manager")
     }
+    /// kubectl of the same version as the apiserver.
+    pub fn kubectl(&self) -> PathBuf {
+        self.dir.join("kubectl")
+    }
 
     fn complete_marker(&self) -> PathBuf {
         self.dir.join(".complete")
@@ -172,7 +176,7 @@ impl KubeBinaries {
         };
         fs::create_dir_all(&self.dir).map_err(io(&self.dir))?;
         progress(&format!(
-            "building kube-apiserver and kube-controller-manager {} and etcd {} into {} (first time only; several minutes)",
+            "building kube-apiserver, kube-controller-manager and kubectl {} and etcd {} into {} (first time only; several minutes)",
             self.pins.kubernetes,
             self.pins.etcd,
             self.dir.display()
@@ -196,6 +200,7 @@ impl KubeBinaries {
                 &out_dir,
                 "k8s.io/kubernetes/cmd/kube-apiserver",
                 "k8s.io/kubernetes/cmd/kube-controller-manager",
+                "k8s.io/kubernetes/cmd/kubectl",
             ],
             progress,
         )?;

@@ -376,6 +376,11 @@ impl Cluster {
         &self.binaries.pins.kubernetes
     }
 
+    /// The binaries this cluster runs (and the matching kubectl).
+    pub fn binaries(&self) -> &KubeBinaries {
+        &self.binaries
+    }
+
     /// Where logs, certificates and data live.
     pub fn work_dir(&self) -> &Path {
         &self.options.work_dir

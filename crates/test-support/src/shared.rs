@@ -15,6 +15,7 @@ use local_cluster::{Cluster, ClusterOptions, Lifetime};
 pub struct SharedCluster {
     config: kube::Config,
     kubeconfig: PathBuf,
+    kubectl: PathBuf,
     work_dir: PathBuf,
     version: String,
 }
@@ -40,6 +41,35 @@ impl SharedCluster {
     /// A kubeconfig file for `kubectl` and for Meridian binaries under test.
     pub fn kubeconfig(&self) -> &Path {
         &self.kubeconfig
+    }
+
+    /// A kubectl of the cluster's version.
+    pub fn kubectl_path(&self) -> &Path {
+        &self.kubectl
+    }
+
+    /// Runs kubectl against the cluster; returns (success, stdout + stderr).
+    pub fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> (bool, String) {
+        use std::io::Write as _;
+        let mut child = std::process::Command::new(&self.kubectl)
+            .args(args)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("running kubectl");
+        if let Some(mut pipe) = child.stdin.take() {
+            pipe.write_all(stdin.unwrap_or("").as_bytes())
+                .expect("writing kubectl stdin");
+        }
+        let out = child.wait_with_output().expect("waiting for kubectl");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
     }
 
     /// Where the control plane keeps its logs and data.
@@ -83,6 +113,7 @@ fn start() -> SharedCluster {
                     let shared = cluster.kube_config().map(|config| SharedCluster {
                         config,
                         kubeconfig: cluster.kubeconfig_path().to_path_buf(),
+                        kubectl: cluster.binaries().kubectl(),
                         work_dir: cluster.work_dir().to_path_buf(),
                         version: cluster.kubernetes_version().to_string(),
                     });

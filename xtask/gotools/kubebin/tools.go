@@ -1,12 +1,14 @@
 //go:build tools
 
-// Package tools pins the Kubernetes control-plane binaries that Meridian's
-// tests run (kube-apiserver, kube-controller-manager). Nothing here is
-// imported by Meridian itself; `cargo xtask cluster build` builds the two
-// commands from this module with the machine's Go toolchain.
+// Package tools pins the Kubernetes binaries that Meridian's tests run
+// (kube-apiserver, kube-controller-manager) and the kubectl they drive it
+// with, all of one version. Nothing here is imported by Meridian itself;
+// `cargo xtask cluster build` builds the commands from this module with the
+// machine's Go toolchain.
 package tools
 
 import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kubectl"
 )

@@ -10,7 +10,7 @@ use k8s_openapi::api::{
     discovery::v1::EndpointSlice,
 };
 use kube::api::PostParams;
-use test_support::{PodSpecBuilder, TestEnv, eventually};
+use test_support::{TestEnv, eventually};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -84,7 +84,8 @@ async fn controller_made_slices_follow_pod_readiness_and_deletion() {
     // (a) three pods made Ready → one controller-made slice with 3 ready endpoints.
     let mut ips = Vec::new();
     for i in 0..3 {
-        let pod = PodSpecBuilder::new(&format!("web-{i}"))
+        let pod = env
+            .pod(&format!("web-{i}"))
             .label("app", "web")
             .port(Some("http"), 8080);
         let (_, ip) = env.create_ready_pod(&pod).await;

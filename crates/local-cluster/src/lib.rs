@@ -14,6 +14,7 @@ pub mod certs;
 pub mod cluster;
 pub mod node;
 pub mod process;
+pub mod workload;
 
 pub use binaries::{KubeBinaries, Pins};
 pub use certs::{CertError, LocalCa, ServingCert};

@@ -132,3 +132,184 @@ fn select_family(selected: Vec<(&AddressId, &Arc<Endpoint>)>, enable_ipv6: bool)
         .map(|(id, ep)| ((*id).clone(), Arc::clone(ep)))
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::authority::{ServiceId, Target};
+    use crate::endpoint_translator::fixtures::*;
+    use serde_json::{Value, json};
+
+    fn ep(
+        ip: &str,
+        pod: &str,
+        zone: &str,
+        hostname: Option<&str>,
+        hints: Option<&[&str]>,
+    ) -> Value {
+        let mut v = pod_ep(ip, pod, zone);
+        if let Some(h) = hostname {
+            v["hostname"] = json!(h);
+        }
+        if let Some(zones) = hints {
+            let zones: Vec<Value> = zones.iter().map(|z| json!({"name": z})).collect();
+            v["hints"] = json!({"forZones": zones});
+        }
+        v
+    }
+
+    /// p1 on n1/z1, p2 on n2/z2, p3 on n1/z1 (dual-stack), and a targetless address.
+    fn all(hints: bool) -> EndpointMap {
+        let cache = Cache::new([
+            meshed_pod("p1", "n1"),
+            meshed_pod("p2", "n2"),
+            meshed_pod("p3", "n1"),
+        ]);
+        let h = |z: &'static [&'static str]| hints.then_some(z);
+        let v4 = slice(
+            "IPv4",
+            json!([{"port": 80}]),
+            json!([
+                ep("10.0.0.1", "p1", "z1", Some("p1"), h(&["z1"])),
+                ep("10.0.0.2", "p2", "z2", Some("p2"), h(&["z2"])),
+                ep("10.0.0.3", "p3", "z1", None, h(&["z1"])),
+            ]),
+        );
+        let v6 = slice(
+            "IPv6",
+            json!([{"port": 80}]),
+            json!([ep("fd00::3", "p3", "z1", None, h(&["z1"]))]),
+        );
+        cache.translate(None, 80, &[v4, v6])
+    }
+
+    fn key(filtering: bool, node: &str, host: &str) -> FilterKey {
+        FilterKey {
+            enable_filtering: filtering,
+            node_name: node.into(),
+            hostname: host.into(),
+        }
+    }
+
+    fn ctx(local: bool, zone: Option<&str>, ipv6: bool) -> FilterContext<'_> {
+        FilterContext {
+            local_traffic_policy: local,
+            node_zone: zone,
+            enable_ipv6: ipv6,
+        }
+    }
+
+    fn ips(set: &EndpointMap) -> Vec<String> {
+        let mut v: Vec<String> = set.values().map(|e| e.addr.ip().to_string()).collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn key_from_request() {
+        let target = Target {
+            service: ServiceId {
+                namespace: "ns".into(),
+                name: "web".into(),
+            },
+            instance: Some("db-0".into()),
+            port: 80,
+        };
+        let token = crate::context_token::ContextToken::parse(r#"{"ns":"a","nodeName":"n1"}"#);
+        assert_eq!(
+            FilterKey::new(&target, &token, true),
+            key(true, "n1", "db-0")
+        );
+    }
+
+    #[test]
+    fn no_filtering_prefers_ipv6() {
+        let set = filter_endpoints(
+            &all(false),
+            &key(true, "n1", ""),
+            &ctx(false, Some("z1"), true),
+        );
+        assert_eq!(ips(&set), ["10.0.0.1", "10.0.0.2", "fd00::3"]);
+    }
+
+    #[test]
+    fn ipv6_disabled_drops_ipv6() {
+        let set = filter_endpoints(&all(false), &key(true, "n1", ""), &ctx(false, None, false));
+        assert_eq!(ips(&set), ["10.0.0.1", "10.0.0.2", "10.0.0.3"]);
+    }
+
+    #[test]
+    fn hostname_always_applies() {
+        for filtering in [true, false] {
+            let set = filter_endpoints(
+                &all(true),
+                &key(filtering, "n1", "p2"),
+                &ctx(false, Some("z1"), true),
+            );
+            assert_eq!(ips(&set), ["10.0.0.2"], "filtering={filtering}");
+        }
+        let set = filter_endpoints(&all(true), &key(true, "", "nope"), &ctx(false, None, true));
+        assert!(set.is_empty());
+    }
+
+    #[test]
+    fn internal_traffic_policy_local() {
+        let set = filter_endpoints(
+            &all(false),
+            &key(true, "n1", ""),
+            &ctx(true, Some("z1"), true),
+        );
+        assert_eq!(ips(&set), ["10.0.0.1", "fd00::3"]);
+        let set = filter_endpoints(&all(false), &key(true, "n3", ""), &ctx(true, None, true));
+        assert!(set.is_empty(), "no fallback");
+        // Filtering off ignores the policy.
+        let set = filter_endpoints(&all(false), &key(false, "n3", ""), &ctx(true, None, true));
+        assert_eq!(set.len(), 3);
+    }
+
+    #[test]
+    fn topology_hints() {
+        let set = filter_endpoints(
+            &all(true),
+            &key(true, "n2", ""),
+            &ctx(false, Some("z2"), true),
+        );
+        assert_eq!(ips(&set), ["10.0.0.2"]);
+        let set = filter_endpoints(
+            &all(true),
+            &key(true, "n1", ""),
+            &ctx(false, Some("z1"), false),
+        );
+        assert_eq!(ips(&set), ["10.0.0.1", "10.0.0.3"]);
+        // No endpoint hinted for the zone (or zone unknown) → keep all.
+        for zone in [Some("z9"), None] {
+            let set = filter_endpoints(&all(true), &key(true, "n9", ""), &ctx(false, zone, true));
+            assert_eq!(set.len(), 3, "{zone:?}");
+        }
+        // Filtering off → no zone filtering.
+        let set = filter_endpoints(
+            &all(true),
+            &key(false, "n2", ""),
+            &ctx(false, Some("z2"), true),
+        );
+        assert_eq!(set.len(), 3);
+    }
+
+    #[test]
+    fn topology_hints_ignored_unless_every_candidate_has_them() {
+        let mut set = all(true);
+        let (id, first) = set
+            .iter()
+            .next()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .expect("one");
+        let mut unhinted = (*first).clone();
+        unhinted.for_zones = None;
+        set.insert(id, Arc::new(unhinted));
+        let out = filter_endpoints(&set, &key(true, "n2", ""), &ctx(false, Some("z2"), true));
+        assert_eq!(out.len(), 3);
+        // …but the hostname filter runs first, so only the candidates matter.
+        let out = filter_endpoints(&set, &key(true, "n2", "p2"), &ctx(false, Some("z1"), true));
+        assert_eq!(ips(&out), ["10.0.0.2"]);
+    }
+}

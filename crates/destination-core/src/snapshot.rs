@@ -238,3 +238,275 @@ pub fn updates_between(old: &Snapshot, new: &Snapshot) -> Vec<Update> {
     }
     updates
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::endpoint_translator::fixtures::*;
+    use crate::endpoint_translator::{ANNOTATION_OPAQUE_PORTS, ENV_ADMIN_LISTEN_ADDR, set_labels};
+    use k8s_openapi::api::core::v1::Pod;
+    use serde_json::json;
+
+    fn cfg() -> TranslatorConfig {
+        TranslatorConfig::default()
+    }
+
+    fn snapshot(pods: Vec<Pod>, eps: serde_json::Value) -> Snapshot {
+        let cache = Cache::new(pods);
+        let s = slice("IPv4", json!([{"port": 80}]), eps);
+        let set = cache.translate(None, 80, std::slice::from_ref(&s));
+        Snapshot::build(set_labels(&svc_id(), [&s]), &set, &cfg(), Some("z1"), None)
+    }
+
+    fn two() -> Snapshot {
+        snapshot(
+            vec![meshed_pod("p1", "n1"), meshed_pod("p2", "n1")],
+            json!([
+                pod_ep("10.0.0.1", "p1", "z1"),
+                pod_ep("10.0.0.2", "p2", "z2")
+            ]),
+        )
+    }
+
+    fn sa(ip: &str) -> SocketAddr {
+        SocketAddr::new(ip.parse().expect("ip"), 80)
+    }
+
+    fn added(u: &Update) -> Vec<SocketAddr> {
+        match &u.update {
+            Some(update::Update::Add(set)) => set
+                .addrs
+                .iter()
+                .filter_map(|a| a.addr.and_then(|t| SocketAddr::try_from(t).ok()))
+                .collect(),
+            other => panic!("expected Add, got {other:?}"),
+        }
+    }
+
+    fn removed(u: &Update) -> Vec<SocketAddr> {
+        match &u.update {
+            Some(update::Update::Remove(set)) => set
+                .addrs
+                .iter()
+                .filter_map(|t| SocketAddr::try_from(*t).ok())
+                .collect(),
+            other => panic!("expected Remove, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn initial_messages() {
+        assert_eq!(
+            initial_updates(&Snapshot::missing()),
+            [no_endpoints_update(false)]
+        );
+        let empty = snapshot(vec![], json!([]));
+        assert!(empty.exists() && empty.is_empty());
+        assert_eq!(initial_updates(&empty), [no_endpoints_update(true)]);
+        let full = two();
+        let updates = initial_updates(&full);
+        assert_eq!(updates.len(), 1);
+        assert_eq!(added(&updates[0]), [sa("10.0.0.1"), sa("10.0.0.2")]);
+        match &updates[0].update {
+            Some(update::Update::Add(set)) => {
+                assert_eq!(
+                    set.metric_labels.get("service").map(String::as_str),
+                    Some("web")
+                );
+                assert_eq!(
+                    set.metric_labels.get("namespace").map(String::as_str),
+                    Some("ns")
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn identical_snapshots_send_nothing() {
+        assert!(updates_between(&two(), &two()).is_empty());
+        assert!(diff(&two(), &two()).is_empty());
+        let empty = snapshot(vec![], json!([]));
+        assert!(updates_between(&empty, &empty).is_empty());
+        assert!(updates_between(&Snapshot::missing(), &Snapshot::missing()).is_empty());
+    }
+
+    #[test]
+    fn add_and_remove() {
+        let old = two();
+        let new = snapshot(
+            vec![meshed_pod("p2", "n1"), meshed_pod("p3", "n1")],
+            json!([
+                pod_ep("10.0.0.2", "p2", "z2"),
+                pod_ep("10.0.0.3", "p3", "z1")
+            ]),
+        );
+        let updates = updates_between(&old, &new);
+        assert_eq!(updates.len(), 2);
+        assert_eq!(added(&updates[0]), [sa("10.0.0.3")]);
+        assert_eq!(removed(&updates[1]), [sa("10.0.0.1")]);
+
+        // Only removals → only a Remove.
+        let fewer = snapshot(
+            vec![meshed_pod("p1", "n1")],
+            json!([pod_ep("10.0.0.1", "p1", "z1")]),
+        );
+        let updates = updates_between(&old, &fewer);
+        assert_eq!(updates.len(), 1);
+        assert_eq!(removed(&updates[0]), [sa("10.0.0.2")]);
+    }
+
+    #[test]
+    fn changed_endpoint_is_re_added() {
+        let old = two();
+        let mut p1 = meshed_pod("p1", "n1");
+        set_annotation(&mut p1, ANNOTATION_OPAQUE_PORTS, "80");
+        let new = snapshot(
+            vec![p1, meshed_pod("p2", "n1")],
+            json!([
+                pod_ep("10.0.0.1", "p1", "z1"),
+                pod_ep("10.0.0.2", "p2", "z2")
+            ]),
+        );
+        let d = diff(&old, &new);
+        assert_eq!(d.added_or_changed.len(), 1);
+        assert!(d.removed.is_empty());
+        let updates = updates_between(&old, &new);
+        assert_eq!(updates.len(), 1);
+        assert_eq!(added(&updates[0]), [sa("10.0.0.1")]);
+
+        // Zone hints changing re-adds too, although nothing on the wire differs.
+        let mut hinted = pod_ep("10.0.0.2", "p2", "z2");
+        hinted["hints"] = json!({"forZones": [{"name": "z2"}]});
+        let new = snapshot(
+            vec![meshed_pod("p1", "n1"), meshed_pod("p2", "n1")],
+            json!([pod_ep("10.0.0.1", "p1", "z1"), hinted]),
+        );
+        assert_eq!(added(&updates_between(&old, &new)[0]), [sa("10.0.0.2")]);
+    }
+
+    #[test]
+    fn moved_address_removes_old_and_keeps_reused_ip() {
+        let old = two();
+        // p1 moves to a new IP; p3 takes over p2's IP while p2 goes away.
+        let new = snapshot(
+            vec![meshed_pod("p1", "n1"), meshed_pod("p3", "n1")],
+            json!([
+                pod_ep("10.0.0.9", "p1", "z1"),
+                pod_ep("10.0.0.2", "p3", "z2")
+            ]),
+        );
+        let updates = updates_between(&old, &new);
+        assert_eq!(updates.len(), 2);
+        assert_eq!(added(&updates[0]), [sa("10.0.0.9"), sa("10.0.0.2")]);
+        assert_eq!(
+            removed(&updates[1]),
+            [sa("10.0.0.1")],
+            "10.0.0.2 is still offered"
+        );
+    }
+
+    #[test]
+    fn no_endpoints_transitions() {
+        let full = two();
+        let empty = snapshot(vec![], json!([]));
+        let missing = Snapshot::missing();
+        assert_eq!(updates_between(&full, &empty), [no_endpoints_update(true)]);
+        assert_eq!(
+            updates_between(&full, &missing),
+            [no_endpoints_update(false)]
+        );
+        assert_eq!(
+            updates_between(&empty, &missing),
+            [no_endpoints_update(false)]
+        );
+        assert_eq!(
+            updates_between(&missing, &empty),
+            [no_endpoints_update(true)]
+        );
+        // Coming back after NoEndpoints: everything is added again.
+        for from in [&empty, &missing] {
+            let updates = updates_between(from, &full);
+            assert_eq!(updates.len(), 1);
+            assert_eq!(added(&updates[0]), [sa("10.0.0.1"), sa("10.0.0.2")]);
+        }
+    }
+
+    #[test]
+    fn coalescing_skips_intermediate_states() {
+        let a = two();
+        let b = snapshot(
+            vec![meshed_pod("p1", "n1")],
+            json!([pod_ep("10.0.0.1", "p1", "z1")]),
+        );
+        let c = snapshot(
+            vec![meshed_pod("p1", "n1"), meshed_pod("p2", "n1")],
+            json!([
+                pod_ep("10.0.0.1", "p1", "z1"),
+                pod_ep("10.0.0.2", "p2", "z2")
+            ]),
+        );
+        assert!(!updates_between(&a, &b).is_empty());
+        assert!(
+            updates_between(&a, &c).is_empty(),
+            "a → c directly is a no-op"
+        );
+    }
+
+    #[test]
+    fn untranslatable_endpoints_are_left_out() {
+        let mut broken = meshed_pod("p2", "n1");
+        if let Some(spec) = broken.spec.as_mut() {
+            for c in &mut spec.containers {
+                if let Some(env) = c.env.as_mut() {
+                    env.retain(|e| e.name != ENV_ADMIN_LISTEN_ADDR);
+                }
+            }
+        }
+        let snap = snapshot(
+            vec![meshed_pod("p1", "n1"), broken],
+            json!([
+                pod_ep("10.0.0.1", "p1", "z1"),
+                pod_ep("10.0.0.2", "p2", "z2")
+            ]),
+        );
+        assert_eq!(snap.len(), 1);
+        assert_eq!(added(&initial_updates(&snap)[0]), [sa("10.0.0.1")]);
+    }
+
+    #[test]
+    fn rebuild_reuses_unchanged_entries_for_same_zone() {
+        let cache = Cache::new([meshed_pod("p1", "n1")]);
+        let s = slice(
+            "IPv4",
+            json!([{"port": 80}]),
+            json!([pod_ep("10.0.0.1", "p1", "z1")]),
+        );
+        let set = cache.translate(None, 80, std::slice::from_ref(&s));
+        let labels = set_labels(&svc_id(), [&s]);
+        let first = Snapshot::build(labels.clone(), &set, &cfg(), Some("z1"), None);
+        let again = cache.translate(None, 80, std::slice::from_ref(&s));
+        let second = Snapshot::build(labels.clone(), &again, &cfg(), Some("z1"), Some(&first));
+        let (a, b) = (
+            first.entries().next().expect("a"),
+            second.entries().next().expect("b"),
+        );
+        assert!(Arc::ptr_eq(a, b));
+        // Another zone must not reuse the translation (zone_locality differs).
+        let other = Snapshot::build(labels, &again, &cfg(), Some("z2"), Some(&first));
+        let c = other.entries().next().expect("c");
+        assert!(!Arc::ptr_eq(a, c));
+        assert_eq!(
+            c.addr
+                .metric_labels
+                .get("zone_locality")
+                .map(String::as_str),
+            Some("remote")
+        );
+        assert_eq!(
+            updates_between(&first, &other).len(),
+            1,
+            "locality change is re-sent"
+        );
+    }
+}

@@ -1,13 +1,13 @@
 //! Prometheus counters of answered reviews and rejected request bodies.
 
 use prometheus_client::{
-    encoding::{EncodeLabelSet, EncodeLabelValue},
+    encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder},
     metrics::{counter::Counter, family::Family},
     registry::Registry,
 };
 
 /// The outcome of one HTTP request to the webhook.
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
 pub enum Outcome {
     /// The object was admitted.
     Allowed,
@@ -15,6 +15,23 @@ pub enum Outcome {
     Denied,
     /// The body was not a usable AdmissionReview (HTTP 4xx).
     Invalid,
+}
+
+impl Outcome {
+    /// The label value: `allowed`, `denied` or `invalid`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Allowed => "allowed",
+            Outcome::Denied => "denied",
+            Outcome::Invalid => "invalid",
+        }
+    }
+}
+
+impl EncodeLabelValue for Outcome {
+    fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> Result<(), std::fmt::Error> {
+        EncodeLabelValue::encode(&self.as_str(), encoder)
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -50,5 +67,24 @@ impl Metrics {
     /// The count for one outcome (for tests and logs).
     pub fn count(&self, result: Outcome) -> u64 {
         self.reviews.get_or_create(&Labels { result }).get()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_by_lowercase_result() {
+        let mut registry = Registry::default();
+        let metrics = Metrics::register(registry.sub_registry_with_prefix("sp_validator"));
+        metrics.record(Outcome::Denied);
+        metrics.record(Outcome::Denied);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
+        assert!(
+            text.contains("sp_validator_admission_reviews_total{result=\"denied\"} 2"),
+            "{text}"
+        );
     }
 }

@@ -129,6 +129,7 @@ pub enum ServerError {
 pub struct HttpsServer {
     listener: TcpListener,
     acceptor: TlsAcceptor,
+    certs: Arc<CertStore>,
 }
 
 impl HttpsServer {
@@ -141,6 +142,7 @@ impl HttpsServer {
         Ok(Self {
             listener,
             acceptor: TlsAcceptor::from(config),
+            certs: certs.clone(),
         })
     }
 
@@ -150,7 +152,8 @@ impl HttpsServer {
     }
 
     /// Serves `router` until `shutdown`, then lets in-flight requests finish
-    /// for up to [`DRAIN_TIMEOUT`].
+    /// for up to [`DRAIN_TIMEOUT`]. When the certificate changes, open
+    /// connections are closed gracefully so clients handshake again.
     pub async fn serve(self, router: Router, shutdown: Shutdown) {
         let addr = self.listener.local_addr().ok();
         tracing::info!(?addr, "webhook server listening");
@@ -176,6 +179,7 @@ impl HttpsServer {
             let acceptor = self.acceptor.clone();
             let router = router.clone();
             let shutdown = shutdown.clone();
+            let mut rotated = self.certs.subscribe();
             connections.spawn(async move {
                 let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await
                 {
@@ -205,6 +209,10 @@ impl HttpsServer {
                         return;
                     }
                     () = &mut stop => connection.as_mut().graceful_shutdown(),
+                    Ok(()) = rotated.changed() => {
+                        tracing::debug!(%peer, "closing a connection made with the previous certificate");
+                        connection.as_mut().graceful_shutdown();
+                    }
                 }
                 if let Err(error) = connection.await {
                     tracing::debug!(%peer, %error, "connection error while draining");

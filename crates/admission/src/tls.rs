@@ -4,6 +4,11 @@
 //! catches every kind of replacement. A half-written or mismatched pair is
 //! logged and ignored until a consistent pair appears; the previous
 //! certificate keeps serving meanwhile.
+//!
+//! A reload bumps a generation number that servers watch: they close their
+//! open connections gracefully, so that clients (the apiserver keeps
+//! connections alive) handshake again and see the new certificate on
+//! their next review.
 
 use std::{
     fmt,
@@ -104,6 +109,7 @@ pub fn parse_certified_key(
 pub struct CertStore {
     paths: TlsPaths,
     state: RwLock<Loaded>,
+    generation: tokio::sync::watch::Sender<u64>,
 }
 
 struct Loaded {
@@ -140,7 +146,13 @@ impl CertStore {
                 cert_pem,
                 key_pem,
             }),
+            generation: tokio::sync::watch::Sender::new(0),
         }))
+    }
+
+    /// Changes each time a new certificate is loaded.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.generation.subscribe()
     }
 
     /// The files this store reads.
@@ -171,6 +183,8 @@ impl CertStore {
             cert_pem,
             key_pem,
         };
+        drop(state);
+        self.generation.send_modify(|generation| *generation += 1);
         Ok(true)
     }
 
@@ -260,6 +274,7 @@ mod tests {
         let store = CertStore::load(paths).expect("load");
         assert!(!store.reload_if_changed().expect("unchanged"));
         assert_eq!(store.cert_pem(), cert1.as_bytes());
+        let generation = store.subscribe();
 
         // A half-rotated pair is refused and the old certificate stays.
         let (cert2, key2) = self_signed("two.example");
@@ -269,8 +284,10 @@ mod tests {
         assert_eq!(store.cert_pem(), cert1.as_bytes());
 
         std::fs::write(dir.path().join("tls.key"), &key2).expect("write");
+        assert!(!generation.has_changed().expect("open"));
         assert!(store.reload_if_changed().expect("reload"));
         assert_eq!(store.cert_pem(), cert2.as_bytes());
+        assert!(generation.has_changed().expect("open"), "servers are told");
     }
 
     #[cfg(unix)]

@@ -1,0 +1,85 @@
+//! `sp-validator`: the ServiceProfile validating admission webhook. Serves
+//! HTTPS on `--addr` with the certificate from `--tls-cert`/`--tls-key`
+//! (reloaded when the files change) and the admin endpoints on
+//! `--admin-addr`.
+
+use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
+
+use anyhow::Context as _;
+use clap::Parser;
+use meridian_runtime::{AdminServer, LogArgs, Readiness, Shutdown};
+use prometheus_client::registry::Registry;
+use sp_validator::ServiceProfileValidator;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "sp-validator",
+    about = "Validates linkerd.io ServiceProfiles on admission"
+)]
+struct Args {
+    /// Address of the HTTPS webhook server.
+    #[arg(long, default_value = "0.0.0.0:8443")]
+    addr: SocketAddr,
+
+    /// Address of the admin server (/live, /ready, /metrics, /ping).
+    #[arg(long, default_value = "0.0.0.0:9997")]
+    admin_addr: SocketAddr,
+
+    /// PEM certificate chain served by the webhook.
+    #[arg(long, default_value = "/var/run/linkerd/tls/tls.crt")]
+    tls_cert: PathBuf,
+
+    /// PEM private key of the certificate.
+    #[arg(long, default_value = "/var/run/linkerd/tls/tls.key")]
+    tls_key: PathBuf,
+
+    #[command(flatten)]
+    log: LogArgs,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    args.log.init()?;
+    let shutdown = Shutdown::on_signals().context("installing signal handlers")?;
+
+    let readiness = Readiness::default();
+    let tls_ready = readiness.register("webhook TLS");
+    let mut registry = Registry::default();
+    let metrics = admission::Metrics::register(registry.sub_registry_with_prefix("sp_validator"));
+    let admin = AdminServer::bind(args.admin_addr, readiness, Arc::new(registry))
+        .await
+        .with_context(|| format!("binding the admin server on {}", args.admin_addr))?;
+    let admin = tokio::spawn(admin.serve(shutdown.clone()));
+
+    let paths = admission::TlsPaths {
+        cert: args.tls_cert,
+        key: args.tls_key,
+    };
+    // The Secret may be mounted after we start: wait for it, live but not ready.
+    let certs = loop {
+        match admission::CertStore::load(paths.clone()) {
+            Ok(certs) => break certs,
+            Err(error) => {
+                tracing::warn!(%error, "waiting for a usable certificate");
+                tokio::select! {
+                    () = shutdown.clone().requested() => return Ok(()),
+                    () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                }
+            }
+        }
+    };
+    tokio::spawn(certs.clone().watch(shutdown.clone().requested()));
+
+    let server = admission::HttpsServer::bind(args.addr, &certs).await?;
+    tracing::info!(addr = %server.local_addr()?, "serving ServiceProfile admission reviews");
+    tls_ready.set(true);
+    server
+        .serve(
+            admission::router(ServiceProfileValidator, metrics),
+            shutdown,
+        )
+        .await;
+    admin.await.context("admin server task")??;
+    Ok(())
+}

@@ -2,6 +2,7 @@
 //!
 //! - `cluster build|up|down|env|pin`: the local real Kubernetes control plane.
 //! - `gen-crds`: writes `deploy/crds/` from the Rust types.
+//! - `up`: the whole control plane locally, with sample workloads.
 //! - `test`: every test of the workspace (builds the control plane first).
 
 mod cluster;
@@ -9,6 +10,7 @@ mod gen_crds;
 mod paths;
 mod pin;
 mod test;
+mod up;
 
 use clap::{Parser, Subcommand};
 
@@ -26,6 +28,8 @@ enum Command {
     Cluster(cluster::ClusterCommand),
     /// Writes deploy/crds/ from the Rust CRD types.
     GenCrds,
+    /// Runs the whole control plane on the local real API server, with sample workloads (Ctrl-C stops).
+    Up(up::UpArgs),
     /// Runs every test of the workspace against a freshly built local control plane.
     Test(test::TestArgs),
 }
@@ -35,5 +39,6 @@ fn main() -> anyhow::Result<()> {
         Command::Cluster(command) => cluster::run(command),
         Command::GenCrds => gen_crds::run(),
         Command::Test(args) => test::run(args),
+        Command::Up(args) => up::run(args),
     }
 }

@@ -1,10 +1,25 @@
-//! Pure domain logic of `Destination.Get`: parsing requests, translating
-//! Kubernetes objects into endpoints, filtering them per client group, and
-//! turning snapshot changes into `Update` messages. No I/O, no async.
+//! The destination controller: `Destination.Get` (and later `GetProfile`).
+//!
+//! Pure domain logic (no I/O, no async):
+//! - [`authority`], [`context_token`]: parsing requests;
+//! - [`config`]: what the flags decide;
+//! - [`endpoint_translator`]: Kubernetes objects → endpoints → `WeightedAddr`s;
+//! - [`filter`]: per-group filtering; [`snapshot`]: snapshots, diffs, `Update`s.
+//!
+//! State and serving:
+//! - [`endpoints_index`]: the watch-fed index and the publishers of subscribed targets;
+//! - [`publisher`]: shared per-(service, port) and per-filter-group state;
+//! - [`server`]: the tonic service; [`metrics`]: Prometheus metrics;
+//! - [`runtime`]: flags → watches, servers and shutdown.
 
 pub mod authority;
 pub mod config;
 pub mod context_token;
 pub mod endpoint_translator;
+pub mod endpoints_index;
 pub mod filter;
+pub mod metrics;
+pub mod publisher;
+pub mod runtime;
+pub mod server;
 pub mod snapshot;

@@ -9,6 +9,8 @@ use k8s_api::{
     service_profile::ServiceProfile,
 };
 use k8s_openapi::api::{
+    apps::v1::ReplicaSet,
+    batch::v1::Job,
     core::v1::{Node, Pod, Service},
     discovery::v1::EndpointSlice,
 };
@@ -87,6 +89,34 @@ where
     WatchTask::new(
         "nodes",
         Api::<PartialObjectMeta<Node>>::all(client),
+        config(),
+        index,
+        metrics,
+    )
+}
+
+/// ReplicaSet metadata (their owners name a pod's Deployment).
+pub fn replica_sets<I>(client: Client, index: SharedIndex<I>, metrics: &IndexMetrics) -> WatchTask
+where
+    I: Index<PartialObjectMeta<ReplicaSet>> + Send + Sync + 'static,
+{
+    WatchTask::new(
+        "replicasets",
+        Api::<PartialObjectMeta<ReplicaSet>>::all(client),
+        config(),
+        index,
+        metrics,
+    )
+}
+
+/// Job metadata (their owners name a pod's CronJob).
+pub fn jobs<I>(client: Client, index: SharedIndex<I>, metrics: &IndexMetrics) -> WatchTask
+where
+    I: Index<PartialObjectMeta<Job>> + Send + Sync + 'static,
+{
+    WatchTask::new(
+        "jobs",
+        Api::<PartialObjectMeta<Job>>::all(client),
         config(),
         index,
         metrics,

@@ -11,6 +11,8 @@ use std::{collections::HashSet, fmt::Debug, sync::Arc};
 
 use futures::{Stream, StreamExt, future::BoxFuture};
 use k8s_openapi::api::{
+    apps::v1::ReplicaSet,
+    batch::v1::Job,
     core::v1::{Node, Pod, Service},
     discovery::v1::EndpointSlice,
 };
@@ -57,7 +59,15 @@ macro_rules! always_valid {
     )*};
 }
 
-always_valid!(Pod, Service, EndpointSlice, Node, PartialObjectMeta<Node>);
+always_valid!(
+    Pod,
+    Service,
+    EndpointSlice,
+    Node,
+    PartialObjectMeta<Node>,
+    PartialObjectMeta<ReplicaSet>,
+    PartialObjectMeta<Job>,
+);
 
 /// A watch ready to be spawned, with its sync signal.
 pub struct WatchTask {

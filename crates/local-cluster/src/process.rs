@@ -66,6 +66,32 @@ impl ManagedProcess {
         })
     }
 
+    /// Spawns `program args…` with stdout and stderr on this terminal.
+    pub fn spawn_inheriting_output(
+        name: &str,
+        program: &Path,
+        args: &[String],
+        lifetime: Lifetime,
+    ) -> std::io::Result<Self> {
+        let mut command = Command::new(program);
+        command.args(args).stdin(Stdio::null()).process_group(0);
+        if lifetime == Lifetime::Tied {
+            tie_to_parent(&mut command);
+        }
+        let child = command.spawn().map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!("failed to start {}: {e}", program.display()),
+            )
+        })?;
+        Ok(Self {
+            name: name.to_string(),
+            child: Some(child),
+            log: PathBuf::new(),
+            lifetime,
+        })
+    }
+
     pub fn name(&self) -> &str {
         &self.name
     }

@@ -44,6 +44,11 @@ impl Shutdown {
         let _ = self.rx.wait_for(|stop| *stop).await;
     }
 
+    /// A receiver that turns `true` when shutdown is requested.
+    pub fn receiver(&self) -> watch::Receiver<bool> {
+        self.rx.clone()
+    }
+
     /// Whether shutdown has been requested already.
     pub fn is_requested(&self) -> bool {
         *self.rx.borrow()

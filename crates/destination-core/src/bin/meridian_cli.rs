@@ -1,0 +1,173 @@
+//! `meridian-cli`: a diagnostics client for the destination API.
+//!
+//! `meridian-cli get <authority>` opens a `Destination.Get` stream and prints
+//! every Add / Remove / NoEndpoints as it arrives, followed by the current
+//! endpoint set as a table.
+
+use std::{
+    collections::BTreeMap,
+    net::{IpAddr, SocketAddr},
+    time::Duration,
+};
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use linkerd2_proxy_api::{
+    destination::{GetDestination, WeightedAddr, destination_client::DestinationClient, update},
+    net::TcpAddress,
+};
+
+#[derive(Parser)]
+#[command(
+    name = "meridian-cli",
+    version,
+    about = "Diagnostics client for Meridian's destination API"
+)]
+struct Cli {
+    /// The destination gRPC address.
+    #[arg(
+        long,
+        global = true,
+        env = "MERIDIAN_DESTINATION_ADDR",
+        default_value = "http://127.0.0.1:8086"
+    )]
+    addr: String,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Streams the endpoints of an authority (e.g. web.demo.svc.cluster.local:80).
+    Get {
+        authority: String,
+        /// Context token, e.g. {"ns":"demo","nodeName":"node-1"}.
+        #[arg(long, default_value = "")]
+        token: String,
+        /// Stop after this many seconds (default: run until Ctrl-C).
+        #[arg(long)]
+        seconds: Option<u64>,
+    },
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Get {
+            authority,
+            token,
+            seconds,
+        } => {
+            let watch = get(&cli.addr, authority, token);
+            match seconds {
+                // Running out of time is the normal end of a timed watch.
+                Some(s) => tokio::time::timeout(Duration::from_secs(s), watch)
+                    .await
+                    .unwrap_or(Ok(())),
+                None => watch.await,
+            }
+        }
+    }
+}
+
+async fn get(addr: &str, path: String, token: String) -> anyhow::Result<()> {
+    let mut client = DestinationClient::connect(addr.to_string())
+        .await
+        .with_context(|| format!("connecting to {addr}"))?;
+    let request = GetDestination {
+        scheme: "k8s".into(),
+        path: path.clone(),
+        context_token: token,
+    };
+    let mut stream = client
+        .get(request)
+        .await
+        .map_err(|status| anyhow::anyhow!("Destination API error: {}", status.message()))?
+        .into_inner();
+    let mut current: BTreeMap<SocketAddr, WeightedAddr> = BTreeMap::new();
+    while let Some(message) = stream
+        .message()
+        .await
+        .map_err(|status| anyhow::anyhow!("Destination API error: {}", status.message()))?
+    {
+        match message.update {
+            Some(update::Update::Add(set)) => {
+                for addr in set.addrs {
+                    if let Some(sa) = addr.addr.as_ref().and_then(socket_addr) {
+                        println!("ADD       {sa}");
+                        current.insert(sa, addr);
+                    }
+                }
+            }
+            Some(update::Update::Remove(set)) => {
+                for addr in set.addrs {
+                    if let Some(sa) = socket_addr(&addr) {
+                        println!("REMOVE    {sa}");
+                        current.remove(&sa);
+                    }
+                }
+            }
+            Some(update::Update::NoEndpoints(none)) => {
+                println!("NO_ENDPOINTS exists={}", none.exists);
+                current.clear();
+            }
+            None => continue,
+        }
+        print_table(&path, &current);
+    }
+    println!("stream ended");
+    Ok(())
+}
+
+fn socket_addr(addr: &TcpAddress) -> Option<SocketAddr> {
+    let ip = addr.ip.as_ref()?;
+    let ip: IpAddr = ip.clone().try_into().ok()?;
+    Some(SocketAddr::new(ip, u16::try_from(addr.port).ok()?))
+}
+
+fn print_table(path: &str, current: &BTreeMap<SocketAddr, WeightedAddr>) {
+    println!("── {path}: {} endpoint(s)", current.len());
+    if current.is_empty() {
+        return;
+    }
+    println!(
+        "   {:<22} {:<24} {:<7} {:<8} {:<10} IDENTITY",
+        "ADDRESS", "POD", "WEIGHT", "PROTO", "ZONE"
+    );
+    for (sa, addr) in current {
+        let label = |k: &str| addr.metric_labels.get(k).cloned().unwrap_or_default();
+        let proto = addr
+            .protocol_hint
+            .as_ref()
+            .and_then(|h| h.protocol.as_ref())
+            .map(|p| match p {
+                linkerd2_proxy_api::destination::protocol_hint::Protocol::H2(_) => "h2",
+                linkerd2_proxy_api::destination::protocol_hint::Protocol::Opaque(_) => "opaque",
+            })
+            .unwrap_or("-");
+        let identity = addr
+            .tls_identity
+            .as_ref()
+            .and_then(|t| t.strategy.as_ref())
+            .map(|s| match s {
+                linkerd2_proxy_api::destination::tls_identity::Strategy::DnsLikeIdentity(d) => {
+                    d.name.clone()
+                }
+                linkerd2_proxy_api::destination::tls_identity::Strategy::UriLikeIdentity(u) => {
+                    u.uri.clone()
+                }
+            })
+            .unwrap_or_else(|| "-".into());
+        println!(
+            "   {:<22} {:<24} {:<7} {:<8} {:<10} {}",
+            sa.to_string(),
+            label("pod"),
+            addr.weight,
+            proto,
+            label("zone_locality"),
+            identity
+        );
+    }
+}

@@ -1,0 +1,491 @@
+//! The destination's view of the cluster for `Get`: Services, their
+//! EndpointSlices, Pods, Node zones and ReplicaSet/Job owners, plus the
+//! publishers of the targets that have subscribers.
+//!
+//! Watch events are applied synchronously (`k8s_index::Index`). Each event
+//! recomputes only the publishers it affects: a Service or slice event its
+//! Service; a Pod event the Services whose slices reference the pod; a Node
+//! or owner change every publisher (rare). Nothing is computed for Services
+//! without subscribers.
+
+use std::{
+    collections::{BTreeMap, HashMap, HashSet},
+    sync::Arc,
+};
+
+use k8s_index::{Index, ObjectKey};
+use k8s_openapi::api::{
+    apps::v1::ReplicaSet, batch::v1::Job, core::v1::Node, core::v1::Pod, core::v1::Service,
+    discovery::v1::EndpointSlice,
+};
+use kube::core::PartialObjectMeta;
+use tokio::sync::watch;
+
+use crate::{
+    authority::ServiceId,
+    config::TranslatorConfig,
+    endpoint_translator::{
+        Lookups, OwnerRef, ParentKind, internal_traffic_policy_local, node_topology_zone,
+        set_labels, sole_owner, translate_endpoints,
+    },
+    filter::FilterKey,
+    metrics::{DestinationMetrics, GroupLabels},
+    publisher::{GroupContext, GroupState, PortInputs, PortPublisher},
+};
+
+/// The label linking an EndpointSlice to its Service.
+pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+
+type PodKey = (String, String);
+
+/// Why a subscription is refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SubscribeError {
+    #[error("{0} is an ExternalName service; it has no endpoints to discover")]
+    ExternalName(ServiceId),
+}
+
+/// The destination's index.
+pub struct EndpointsIndex {
+    config: Arc<TranslatorConfig>,
+    metrics: DestinationMetrics,
+    cluster: String,
+    services: HashMap<ServiceId, Arc<Service>>,
+    /// Slices by Service, then by slice name.
+    slices: HashMap<ServiceId, BTreeMap<String, Arc<EndpointSlice>>>,
+    /// The Service each slice belongs to, by (namespace, slice name).
+    slice_service: HashMap<PodKey, ServiceId>,
+    pods: HashMap<PodKey, Arc<Pod>>,
+    /// Services whose slices reference a pod, with reference counts.
+    pod_services: HashMap<PodKey, HashMap<ServiceId, u32>>,
+    node_zones: HashMap<String, String>,
+    owners: HashMap<(ParentKind, String, String), OwnerRef>,
+    publishers: HashMap<ServiceId, HashMap<u16, PortPublisher>>,
+}
+
+impl EndpointsIndex {
+    pub fn new(config: Arc<TranslatorConfig>, metrics: DestinationMetrics) -> Self {
+        Self {
+            config,
+            metrics,
+            cluster: "local".to_string(),
+            services: HashMap::new(),
+            slices: HashMap::new(),
+            slice_service: HashMap::new(),
+            pods: HashMap::new(),
+            pod_services: HashMap::new(),
+            node_zones: HashMap::new(),
+            owners: HashMap::new(),
+            publishers: HashMap::new(),
+        }
+    }
+
+    /// The translator configuration.
+    pub fn config(&self) -> &TranslatorConfig {
+        &self.config
+    }
+
+    /// The Service, if cached.
+    pub fn service(&self, id: &ServiceId) -> Option<&Arc<Service>> {
+        self.services.get(id)
+    }
+
+    /// A pod, if cached.
+    pub fn pod(&self, namespace: &str, name: &str) -> Option<&Arc<Pod>> {
+        self.pods.get(&(namespace.to_string(), name.to_string()))
+    }
+
+    /// The zone of a node, if known.
+    pub fn node_zone(&self, node: &str) -> Option<&str> {
+        self.node_zones.get(node).map(String::as_str)
+    }
+
+    /// Subscribes to the group of `key` on `service:port`.
+    pub fn subscribe(
+        &mut self,
+        service: &ServiceId,
+        port: u16,
+        key: FilterKey,
+    ) -> Result<watch::Receiver<Arc<GroupState>>, SubscribeError> {
+        if let Some(svc) = self.services.get(service) {
+            let external = svc
+                .spec
+                .as_ref()
+                .and_then(|s| s.type_.as_deref())
+                .is_some_and(|t| t == "ExternalName");
+            if external {
+                return Err(SubscribeError::ExternalName(service.clone()));
+            }
+        }
+        let labels = GroupLabels {
+            cluster: self.cluster.clone(),
+            namespace: service.namespace.clone(),
+            service: service.name.clone(),
+            port: port.to_string(),
+            hostname: key.hostname.clone(),
+            nodename: key.node_name.clone(),
+        };
+        let is_new = !self
+            .publishers
+            .get(service)
+            .is_some_and(|ports| ports.contains_key(&port));
+        let inputs = is_new.then(|| self.port_inputs(service, port));
+        let cx_config = self.config.clone();
+        let zones = &self.node_zones;
+        let node_zone = |node: &str| zones.get(node).cloned();
+        let cx = GroupContext {
+            config: &cx_config,
+            node_zone: &node_zone,
+            metrics: &self.metrics,
+        };
+        let publisher = self
+            .publishers
+            .entry(service.clone())
+            .or_default()
+            .entry(port)
+            .or_default();
+        if let Some(inputs) = inputs {
+            publisher.update(inputs, &cx);
+        }
+        Ok(publisher.subscribe(key, labels, &cx))
+    }
+
+    /// Called after a stream dropped its receiver: drops empty groups and publishers.
+    pub fn release(&mut self, service: &ServiceId, port: u16, key: &FilterKey) {
+        let Some(ports) = self.publishers.get_mut(service) else {
+            return;
+        };
+        if let Some(publisher) = ports.get_mut(&port) {
+            if publisher.release(key, &self.metrics) {
+                ports.remove(&port);
+            }
+        }
+        if ports.is_empty() {
+            self.publishers.remove(service);
+        }
+    }
+
+    /// Number of (service, port) publishers (for tests and metrics).
+    pub fn publisher_count(&self) -> usize {
+        self.publishers.values().map(HashMap::len).sum()
+    }
+
+    /// Number of filter groups across all publishers.
+    pub fn group_count(&self) -> usize {
+        self.publishers
+            .values()
+            .flat_map(HashMap::values)
+            .map(PortPublisher::group_count)
+            .sum()
+    }
+
+    fn port_inputs(&self, service: &ServiceId, port: u16) -> PortInputs {
+        let Some(svc) = self.services.get(service) else {
+            return PortInputs::default();
+        };
+        let no_slices = BTreeMap::new();
+        let slices = self.slices.get(service).unwrap_or(&no_slices);
+        let pod =
+            |ns: &str, name: &str| self.pods.get(&(ns.to_string(), name.to_string())).cloned();
+        let owner = |kind: ParentKind, ns: &str, name: &str| {
+            self.owners
+                .get(&(kind, ns.to_string(), name.to_string()))
+                .cloned()
+        };
+        let lookups = Lookups {
+            pod: &pod,
+            owner: &owner,
+            server_opaque: None,
+        };
+        let endpoints = translate_endpoints(
+            service,
+            Some(svc),
+            port,
+            slices.values().map(Arc::as_ref),
+            &lookups,
+        );
+        PortInputs {
+            endpoints: Some(endpoints),
+            labels: set_labels(service, slices.values().map(Arc::as_ref)),
+            local_traffic_policy: internal_traffic_policy_local(svc),
+        }
+    }
+
+    /// Recomputes every publisher of `service`.
+    fn refresh(&mut self, service: &ServiceId) {
+        let Some(ports) = self.publishers.get(service) else {
+            return;
+        };
+        let updates: Vec<(u16, PortInputs)> = ports
+            .keys()
+            .map(|port| (*port, self.port_inputs(service, *port)))
+            .collect();
+        let config = self.config.clone();
+        let zones = &self.node_zones;
+        let node_zone = |node: &str| zones.get(node).cloned();
+        let cx = GroupContext {
+            config: &config,
+            node_zone: &node_zone,
+            metrics: &self.metrics,
+        };
+        if let Some(ports) = self.publishers.get_mut(service) {
+            for (port, inputs) in updates {
+                if let Some(publisher) = ports.get_mut(&port) {
+                    publisher.update(inputs, &cx);
+                }
+            }
+        }
+    }
+
+    fn refresh_all(&mut self) {
+        let services: Vec<ServiceId> = self.publishers.keys().cloned().collect();
+        for service in services {
+            self.refresh(&service);
+        }
+    }
+
+    fn refresh_pod(&mut self, key: &PodKey) {
+        let services: Vec<ServiceId> = self
+            .pod_services
+            .get(key)
+            .map(|s| s.keys().cloned().collect())
+            .unwrap_or_default();
+        for service in services {
+            self.refresh(&service);
+        }
+    }
+
+    fn track_slice_pods(&mut self, service: &ServiceId, slice: &EndpointSlice, add: bool) {
+        let ns = slice.metadata.namespace.clone().unwrap_or_default();
+        for pod in slice_pods(slice, &ns) {
+            let entry = self.pod_services.entry(pod.clone()).or_default();
+            let count = entry.entry(service.clone()).or_insert(0);
+            if add {
+                *count += 1;
+            } else {
+                *count = count.saturating_sub(1);
+                if *count == 0 {
+                    entry.remove(service);
+                }
+                if entry.is_empty() {
+                    self.pod_services.remove(&pod);
+                }
+            }
+        }
+    }
+
+    /// Removes a slice from the index; returns its Service.
+    fn remove_slice(&mut self, ns: &str, name: &str) -> Option<ServiceId> {
+        let service = self
+            .slice_service
+            .remove(&(ns.to_string(), name.to_string()))?;
+        let removed = self
+            .slices
+            .get_mut(&service)
+            .and_then(|slices| slices.remove(name));
+        if self.slices.get(&service).is_some_and(BTreeMap::is_empty) {
+            self.slices.remove(&service);
+        }
+        if let Some(slice) = removed {
+            self.track_slice_pods(&service, &slice, false);
+        }
+        Some(service)
+    }
+}
+
+/// (namespace, pod) of every pod targetRef of a slice.
+fn slice_pods(slice: &EndpointSlice, slice_ns: &str) -> HashSet<PodKey> {
+    slice
+        .endpoints
+        .iter()
+        .flatten()
+        .filter_map(|ep| ep.target_ref.as_ref())
+        .filter(|r| r.kind.as_deref() == Some("Pod"))
+        .filter_map(|r| {
+            let ns = r
+                .namespace
+                .as_deref()
+                .filter(|ns| !ns.is_empty())
+                .unwrap_or(slice_ns);
+            Some((ns.to_string(), r.name.clone()?))
+        })
+        .collect()
+}
+
+fn strip<K: kube::Resource>(obj: &mut K) {
+    // managedFields are large and never read.
+    obj.meta_mut().managed_fields = None;
+}
+
+fn service_id(namespace: Option<&str>, name: &str) -> ServiceId {
+    ServiceId {
+        namespace: namespace.unwrap_or_default().to_string(),
+        name: name.to_string(),
+    }
+}
+
+impl Index<Service> for EndpointsIndex {
+    fn apply(&mut self, mut svc: Service) {
+        strip(&mut svc);
+        let Some(name) = svc.metadata.name.clone() else {
+            return;
+        };
+        let id = service_id(svc.metadata.namespace.as_deref(), &name);
+        self.services.insert(id.clone(), Arc::new(svc));
+        self.refresh(&id);
+    }
+
+    fn delete(&mut self, key: ObjectKey) {
+        let id = service_id(key.namespace.as_deref(), &key.name);
+        self.services.remove(&id);
+        self.refresh(&id);
+    }
+}
+
+impl Index<EndpointSlice> for EndpointsIndex {
+    fn apply(&mut self, mut slice: EndpointSlice) {
+        strip(&mut slice);
+        let (Some(ns), Some(name)) = (
+            slice.metadata.namespace.clone(),
+            slice.metadata.name.clone(),
+        ) else {
+            return;
+        };
+        let previous = self.remove_slice(&ns, &name);
+        let service = slice
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(SERVICE_NAME_LABEL))
+            .map(|svc| service_id(Some(&ns), svc));
+        if let Some(service) = &service {
+            self.track_slice_pods(service, &slice, true);
+            self.slice_service
+                .insert((ns.clone(), name.clone()), service.clone());
+            self.slices
+                .entry(service.clone())
+                .or_default()
+                .insert(name, Arc::new(slice));
+            self.refresh(service);
+        }
+        if let Some(previous) = previous.filter(|p| Some(p) != service.as_ref()) {
+            self.refresh(&previous);
+        }
+    }
+
+    fn delete(&mut self, key: ObjectKey) {
+        let ns = key.namespace.unwrap_or_default();
+        if let Some(service) = self.remove_slice(&ns, &key.name) {
+            self.refresh(&service);
+        }
+    }
+}
+
+impl Index<Pod> for EndpointsIndex {
+    fn apply(&mut self, mut pod: Pod) {
+        strip(&mut pod);
+        let (Some(ns), Some(name)) = (pod.metadata.namespace.clone(), pod.metadata.name.clone())
+        else {
+            return;
+        };
+        let key = (ns, name);
+        self.pods.insert(key.clone(), Arc::new(pod));
+        self.refresh_pod(&key);
+    }
+
+    fn delete(&mut self, key: ObjectKey) {
+        let key = (key.namespace.unwrap_or_default(), key.name);
+        if self.pods.remove(&key).is_some() {
+            self.refresh_pod(&key);
+        }
+    }
+
+    fn reset(&mut self, pods: Vec<Pod>, removed: Vec<ObjectKey>) {
+        // Apply the whole list, then recompute each publisher once.
+        for key in removed {
+            self.pods
+                .remove(&(key.namespace.unwrap_or_default(), key.name));
+        }
+        for mut pod in pods {
+            strip(&mut pod);
+            if let (Some(ns), Some(name)) =
+                (pod.metadata.namespace.clone(), pod.metadata.name.clone())
+            {
+                self.pods.insert((ns, name), Arc::new(pod));
+            }
+        }
+        self.refresh_all();
+    }
+}
+
+impl Index<PartialObjectMeta<Node>> for EndpointsIndex {
+    fn apply(&mut self, node: PartialObjectMeta<Node>) {
+        let Some(name) = node.metadata.name.clone() else {
+            return;
+        };
+        let zone = node_topology_zone(&node.metadata).map(str::to_string);
+        let changed = match zone {
+            Some(zone) => self.node_zones.insert(name, zone.clone()) != Some(zone),
+            None => self.node_zones.remove(&name).is_some(),
+        };
+        if changed {
+            self.refresh_all();
+        }
+    }
+
+    fn delete(&mut self, key: ObjectKey) {
+        if self.node_zones.remove(&key.name).is_some() {
+            self.refresh_all();
+        }
+    }
+}
+
+fn apply_owner<K>(index: &mut EndpointsIndex, kind: ParentKind, obj: &PartialObjectMeta<K>) {
+    let (Some(ns), Some(name)) = (obj.metadata.namespace.clone(), obj.metadata.name.clone()) else {
+        return;
+    };
+    let key_ns = ns.clone();
+    let key = (kind, ns, name);
+    let changed = match sole_owner(&obj.metadata) {
+        Some(owner) => index.owners.insert(key, owner.clone()) != Some(owner),
+        None => index.owners.remove(&key).is_some(),
+    };
+    if changed {
+        // Only pods in the parent's namespace can be owned by it.
+        let services: Vec<ServiceId> = index
+            .publishers
+            .keys()
+            .filter(|s| s.namespace == key_ns)
+            .cloned()
+            .collect();
+        for service in services {
+            index.refresh(&service);
+        }
+    }
+}
+
+fn delete_owner(index: &mut EndpointsIndex, kind: ParentKind, key: ObjectKey) {
+    let key = (kind, key.namespace.unwrap_or_default(), key.name);
+    // A deleted parent keeps its pods' labels until the pods change; no refresh.
+    index.owners.remove(&key);
+}
+
+impl Index<PartialObjectMeta<ReplicaSet>> for EndpointsIndex {
+    fn apply(&mut self, rs: PartialObjectMeta<ReplicaSet>) {
+        apply_owner(self, ParentKind::ReplicaSet, &rs);
+    }
+
+    fn delete(&mut self, key: ObjectKey) {
+        delete_owner(self, ParentKind::ReplicaSet, key);
+    }
+}
+
+impl Index<PartialObjectMeta<Job>> for EndpointsIndex {
+    fn apply(&mut self, job: PartialObjectMeta<Job>) {
+        apply_owner(self, ParentKind::Job, &job);
+    }
+
+    fn delete(&mut self, key: ObjectKey) {
+        delete_owner(self, ParentKind::Job, key);
+    }
+}

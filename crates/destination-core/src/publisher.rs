@@ -1,0 +1,201 @@
+//! Shared per-target state: one [`PortPublisher`] per (Service, requested
+//! port) holding the unfiltered endpoint set, and one [`Group`] per
+//! [`FilterKey`] holding the filtered, translated snapshot that all of the
+//! group's streams share.
+//!
+//! A group publishes [`GroupState`]s on a `tokio::sync::watch` channel: the
+//! newest snapshot, its version, and the precomputed step (the `Update`s)
+//! from the previous version. A stream that kept up sends the shared step;
+//! a stream that fell behind skips the intermediate versions and diffs its
+//! last snapshot against the newest one (coalescing). Nothing is queued per
+//! stream, so a slow client costs no memory and never goes backwards.
+
+use std::{collections::HashMap, sync::Arc};
+
+use linkerd2_proxy_api::destination::Update;
+use tokio::sync::watch;
+
+use crate::{
+    config::TranslatorConfig,
+    endpoint_translator::EndpointMap,
+    filter::{FilterContext, FilterKey, filter_endpoints},
+    metrics::{DestinationMetrics, GroupMetrics},
+    snapshot::{Snapshot, updates_between},
+};
+
+/// What a group publishes.
+#[derive(Debug)]
+pub struct GroupState {
+    /// Incremented on every published change.
+    pub version: u64,
+    /// The group's current snapshot.
+    pub snapshot: Arc<Snapshot>,
+    /// The updates from version `version - 1` to this one.
+    pub step: Arc<[Update]>,
+}
+
+/// The Service-level inputs of a port publisher, recomputed on every change.
+#[derive(Debug, Default)]
+pub struct PortInputs {
+    /// `None` when the Service does not exist.
+    pub endpoints: Option<EndpointMap>,
+    /// `WeightedAddrSet.metric_labels`.
+    pub labels: HashMap<String, String>,
+    /// `internalTrafficPolicy: Local`.
+    pub local_traffic_policy: bool,
+}
+
+/// Streams of one filter key on one Service port.
+#[derive(Debug)]
+pub struct Group {
+    tx: watch::Sender<Arc<GroupState>>,
+    metrics: GroupMetrics,
+}
+
+/// All groups of one (Service, port).
+#[derive(Debug, Default)]
+pub struct PortPublisher {
+    inputs: PortInputs,
+    groups: HashMap<FilterKey, Group>,
+}
+
+/// Everything a group needs from outside to rebuild its snapshot.
+pub struct GroupContext<'a> {
+    pub config: &'a TranslatorConfig,
+    /// The zone of a node, by name.
+    pub node_zone: &'a dyn Fn(&str) -> Option<String>,
+    pub metrics: &'a DestinationMetrics,
+}
+
+impl PortPublisher {
+    /// Replaces the inputs and republishes every group whose snapshot changed.
+    pub fn update(&mut self, inputs: PortInputs, cx: &GroupContext<'_>) {
+        self.inputs = inputs;
+        for (key, group) in &mut self.groups {
+            let snapshot = build_snapshot(&self.inputs, key, cx, Some(&group.tx.borrow().snapshot));
+            group.publish(snapshot);
+        }
+    }
+
+    /// A receiver of the group for `key`, creating the group if needed.
+    pub fn subscribe(
+        &mut self,
+        key: FilterKey,
+        labels: crate::metrics::GroupLabels,
+        cx: &GroupContext<'_>,
+    ) -> watch::Receiver<Arc<GroupState>> {
+        if let Some(group) = self.groups.get(&key) {
+            let rx = group.tx.subscribe();
+            group.metrics.set_subscribers(group.tx.receiver_count());
+            return rx;
+        }
+        let snapshot = build_snapshot(&self.inputs, &key, cx, None);
+        let state = GroupState {
+            version: 0,
+            step: Arc::from(Vec::new()),
+            snapshot: Arc::new(snapshot),
+        };
+        let metrics = cx.metrics.group(labels);
+        metrics.observe(&state.snapshot);
+        let (tx, rx) = watch::channel(Arc::new(state));
+        metrics.set_subscribers(1);
+        self.groups.insert(key, Group { tx, metrics });
+        rx
+    }
+
+    /// Drops the group of `key` if it has no receivers left. Returns whether
+    /// this publisher has no groups left.
+    pub fn release(&mut self, key: &FilterKey, metrics: &DestinationMetrics) -> bool {
+        if let Some(group) = self.groups.get(key) {
+            let receivers = group.tx.receiver_count();
+            group.metrics.set_subscribers(receivers);
+            if receivers == 0 {
+                if let Some(group) = self.groups.remove(key) {
+                    metrics.remove_group(&group.metrics);
+                }
+            }
+        }
+        self.groups.is_empty()
+    }
+
+    /// Number of groups.
+    pub fn group_count(&self) -> usize {
+        self.groups.len()
+    }
+}
+
+impl Group {
+    fn publish(&self, snapshot: Snapshot) {
+        let current = self.tx.borrow().clone();
+        if *current.snapshot == snapshot {
+            return;
+        }
+        let step: Arc<[Update]> = Arc::from(updates_between(&current.snapshot, &snapshot));
+        let state = GroupState {
+            version: current.version + 1,
+            snapshot: Arc::new(snapshot),
+            step,
+        };
+        self.metrics.observe(&state.snapshot);
+        self.metrics.updated();
+        self.tx.send_replace(Arc::new(state));
+    }
+}
+
+fn build_snapshot(
+    inputs: &PortInputs,
+    key: &FilterKey,
+    cx: &GroupContext<'_>,
+    previous: Option<&Snapshot>,
+) -> Snapshot {
+    let Some(endpoints) = &inputs.endpoints else {
+        return Snapshot::missing();
+    };
+    let zone = (!key.node_name.is_empty())
+        .then(|| (cx.node_zone)(&key.node_name))
+        .flatten();
+    let filter_cx = FilterContext {
+        local_traffic_policy: inputs.local_traffic_policy,
+        node_zone: zone.as_deref(),
+        enable_ipv6: cx.config.enable_ipv6,
+    };
+    let filtered = filter_endpoints(endpoints, key, &filter_cx);
+    Snapshot::build(
+        inputs.labels.clone(),
+        &filtered,
+        cx.config,
+        zone.as_deref(),
+        previous,
+    )
+}
+
+/// A stream's position: the last state it sent.
+#[derive(Debug)]
+pub struct StreamCursor {
+    last: Option<Arc<GroupState>>,
+}
+
+impl StreamCursor {
+    pub fn new() -> Self {
+        Self { last: None }
+    }
+
+    /// The messages that bring this stream to `newest`, and whether
+    /// intermediate versions were skipped (coalesced).
+    pub fn advance(&mut self, newest: Arc<GroupState>) -> (Vec<Update>, bool) {
+        let (updates, coalesced) = match &self.last {
+            None => (crate::snapshot::initial_updates(&newest.snapshot), false),
+            Some(last) if last.version == newest.version => (Vec::new(), false),
+            Some(last) if last.version + 1 == newest.version => (newest.step.to_vec(), false),
+            Some(last) => (updates_between(&last.snapshot, &newest.snapshot), true),
+        };
+        self.last = Some(newest);
+        (updates, coalesced)
+    }
+}
+
+impl Default for StreamCursor {
+    fn default() -> Self {
+        Self::new()
+    }
+}

@@ -205,10 +205,11 @@ impl Kubectl {
 }
 
 async fn wait_ready(name: &str, admin: &str) -> anyhow::Result<()> {
+    let admin: std::net::SocketAddr = admin.parse()?;
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut last = String::new();
     while Instant::now() < deadline {
-        match http_get(admin, "/ready").await {
+        match local_cluster::probe::http_get(admin, "/ready").await {
             Ok((200, _)) => return Ok(()),
             Ok((_, body)) => last = body,
             Err(e) => last = e.to_string(),
@@ -216,28 +217,6 @@ async fn wait_ready(name: &str, admin: &str) -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     bail!("{name} was not ready after 60s: {last}")
-}
-
-/// A minimal HTTP/1.0 GET on loopback (no client library needed for probes).
-async fn http_get(addr: &str, path: &str) -> std::io::Result<(u16, String)> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(addr).await?;
-    stream
-        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
-        .await?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await?;
-    let status = response
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let body = response
-        .split("\r\n\r\n")
-        .nth(1)
-        .unwrap_or_default()
-        .to_string();
-    Ok((status, body))
 }
 
 fn webhook_configs(ca_pem: &str) -> String {

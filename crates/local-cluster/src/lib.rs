@@ -13,6 +13,7 @@ pub mod binaries;
 pub mod certs;
 pub mod cluster;
 pub mod node;
+pub mod probe;
 pub mod process;
 pub mod workload;
 

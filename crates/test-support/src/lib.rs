@@ -14,6 +14,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod pods;
+pub mod process;
 mod shared;
 mod wait;
 
@@ -24,6 +25,7 @@ use kube::{Api, api::PostParams};
 
 pub use local_cluster::{LocalCa, ServingCert};
 pub use pods::PodSpecBuilder;
+pub use process::{ServerProcess, free_addr};
 pub use shared::SharedCluster;
 pub use wait::eventually;
 

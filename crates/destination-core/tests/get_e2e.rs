@@ -1,0 +1,512 @@
+//! `Destination.Get` end to end: the `destination` binary runs as a process
+//! against the real local control plane (EndpointSlices made by
+//! kube-controller-manager), and generated tonic clients read its streams
+//! over real sockets.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    net::{IpAddr, Ipv4Addr, SocketAddr},
+    time::Duration,
+};
+
+use k8s_openapi::{
+    api::core::v1::{Service, ServicePort, ServiceSpec},
+    apimachinery::pkg::util::intstr::IntOrString,
+};
+use kube::api::{DeleteParams, PostParams};
+use linkerd2_proxy_api::destination::{
+    GetDestination, Update, WeightedAddr, destination_client::DestinationClient, update,
+};
+use test_support::{ServerProcess, TestEnv, free_addr};
+use tonic::{Code, Streaming, transport::Channel};
+
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+struct Destination {
+    process: ServerProcess,
+    addr: SocketAddr,
+}
+
+async fn start_destination(env: &TestEnv, addr: SocketAddr) -> Destination {
+    let admin = free_addr();
+    let args = vec![
+        format!("--kubeconfig={}", env.cluster().kubeconfig().display()),
+        format!("--addr={addr}"),
+        format!("--admin-addr={admin}"),
+    ];
+    let process =
+        ServerProcess::start(env!("CARGO_BIN_EXE_destination").as_ref(), &args, admin).await;
+    Destination { process, addr }
+}
+
+async fn client(addr: SocketAddr) -> DestinationClient<Channel> {
+    DestinationClient::connect(format!("http://{addr}"))
+        .await
+        .expect("connect to destination")
+}
+
+/// A Get stream and the endpoint set it describes so far.
+struct EndpointStream {
+    stream: Streaming<Update>,
+    current: BTreeMap<SocketAddr, WeightedAddr>,
+    labels: std::collections::HashMap<String, String>,
+    /// `Some(exists)` after a NoEndpoints until the next Add.
+    no_endpoints: Option<bool>,
+    messages: usize,
+}
+
+impl EndpointStream {
+    async fn open(
+        client: &mut DestinationClient<Channel>,
+        path: &str,
+        token: &str,
+    ) -> Result<Self, tonic::Status> {
+        let request = GetDestination {
+            scheme: "k8s".into(),
+            path: path.into(),
+            context_token: token.into(),
+        };
+        let stream = client.get(request).await?.into_inner();
+        Ok(Self {
+            stream,
+            current: BTreeMap::new(),
+            labels: Default::default(),
+            no_endpoints: None,
+            messages: 0,
+        })
+    }
+
+    /// Reads and applies one message.
+    async fn next(&mut self) -> Update {
+        let update = tokio::time::timeout(TIMEOUT, self.stream.message())
+            .await
+            .expect("a message within the timeout")
+            .expect("stream healthy")
+            .expect("stream open");
+        self.apply(&update);
+        update
+    }
+
+    fn apply(&mut self, update: &Update) {
+        self.messages += 1;
+        match &update.update {
+            Some(update::Update::Add(set)) => {
+                self.no_endpoints = None;
+                self.labels = set.metric_labels.clone();
+                for addr in &set.addrs {
+                    self.current.insert(socket_addr(addr), addr.clone());
+                }
+            }
+            Some(update::Update::Remove(set)) => {
+                for addr in &set.addrs {
+                    self.current.remove(&tcp_addr(addr));
+                }
+            }
+            Some(update::Update::NoEndpoints(none)) => {
+                self.current.clear();
+                self.no_endpoints = Some(none.exists);
+            }
+            None => panic!("empty update"),
+        }
+    }
+
+    fn addrs(&self) -> BTreeSet<SocketAddr> {
+        self.current.keys().copied().collect()
+    }
+
+    /// Reads messages until `done` holds.
+    async fn wait_for(&mut self, what: &str, done: impl Fn(&Self) -> bool) {
+        let deadline = tokio::time::Instant::now() + TIMEOUT;
+        while !done(self) {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            match tokio::time::timeout(left, self.stream.message()).await {
+                Ok(Ok(Some(update))) => self.apply(&update),
+                other => panic!(
+                    "waiting for {what}: {other:?}; current {:?}, no_endpoints {:?}",
+                    self.addrs(),
+                    self.no_endpoints
+                ),
+            }
+        }
+    }
+
+    async fn wait_addrs(&mut self, what: &str, want: &BTreeSet<SocketAddr>) {
+        self.wait_for(what, |s| {
+            s.addrs() == *want && s.no_endpoints.is_none() == !want.is_empty()
+        })
+        .await;
+    }
+}
+
+fn socket_addr(addr: &WeightedAddr) -> SocketAddr {
+    tcp_addr(addr.addr.as_ref().expect("addr"))
+}
+
+fn tcp_addr(addr: &linkerd2_proxy_api::net::TcpAddress) -> SocketAddr {
+    let ip: IpAddr = addr.ip.clone().expect("ip").try_into().expect("valid ip");
+    SocketAddr::new(ip, u16::try_from(addr.port).expect("port"))
+}
+
+fn at(ips: &[Ipv4Addr], port: u16) -> BTreeSet<SocketAddr> {
+    ips.iter()
+        .map(|ip| SocketAddr::new((*ip).into(), port))
+        .collect()
+}
+
+async fn create_service(env: &TestEnv, name: &str, ports: Vec<(i32, IntOrString)>, headless: bool) {
+    let svc = Service {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        spec: Some(ServiceSpec {
+            selector: Some([("app".to_string(), name.to_string())].into()),
+            cluster_ip: headless.then(|| "None".to_string()),
+            ports: Some(
+                ports
+                    .into_iter()
+                    .map(|(port, target)| ServicePort {
+                        name: Some(format!("p{port}")),
+                        port,
+                        target_port: Some(target),
+                        ..Default::default()
+                    })
+                    .collect(),
+            ),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    env.api::<Service>()
+        .create(&PostParams::default(), &svc)
+        .await
+        .expect("create service");
+}
+
+fn authority(env: &TestEnv, svc: &str, port: u16) -> String {
+    format!("{svc}.{}.svc.cluster.local:{port}", env.ns)
+}
+
+async fn ready_pod(env: &TestEnv, app: &str, name: &str) -> Ipv4Addr {
+    let spec = env
+        .pod(name)
+        .label("app", app)
+        .port(Some("http"), 8080)
+        .meshed("linkerd");
+    env.create_ready_pod(&spec).await.1
+}
+
+#[tokio::test]
+async fn endpoints_follow_scaling_readiness_and_deletion() {
+    let env = TestEnv::new("dst-scale").await;
+    let dst = start_destination(&env, free_addr()).await;
+    create_service(
+        &env,
+        "web",
+        vec![(80, IntOrString::String("http".into()))],
+        false,
+    )
+    .await;
+    let mut client = client(dst.addr).await;
+    let token = format!(
+        r#"{{"ns":"{}","nodeName":"node-1","pod":"client"}}"#,
+        env.ns
+    ) + "\n";
+    let mut stream = EndpointStream::open(&mut client, &authority(&env, "web", 80), &token)
+        .await
+        .expect("open");
+    // Fail fast: the Service exists but has no endpoints yet.
+    stream.next().await;
+    assert_eq!(stream.no_endpoints, Some(true));
+
+    let a = ready_pod(&env, "web", "web-a").await;
+    let b = ready_pod(&env, "web", "web-b").await;
+    stream
+        .wait_addrs("two endpoints on the named target port", &at(&[a, b], 8080))
+        .await;
+    assert_eq!(
+        stream.labels.get("service").map(String::as_str),
+        Some("web")
+    );
+    assert_eq!(stream.labels.get("namespace"), Some(&env.ns));
+    let first = &stream.current[&SocketAddr::new(a.into(), 8080)];
+    assert_eq!(first.weight, 10000);
+    assert_eq!(
+        first.metric_labels.get("pod").map(String::as_str),
+        Some("web-a")
+    );
+    assert!(first.tls_identity.is_some(), "meshed pods get an identity");
+
+    let c = ready_pod(&env, "web", "web-c").await;
+    stream
+        .wait_addrs("scaled up to three", &at(&[a, b, c], 8080))
+        .await;
+
+    env.set_pod_ready("web-b", b, false).await;
+    stream
+        .wait_addrs("not-ready pod removed", &at(&[a, c], 8080))
+        .await;
+    env.set_pod_ready("web-b", b, true).await;
+    stream
+        .wait_addrs("ready again", &at(&[a, b, c], 8080))
+        .await;
+
+    env.delete_pod_now("web-a").await;
+    stream
+        .wait_addrs("deleted pod removed", &at(&[b, c], 8080))
+        .await;
+    env.delete_pod_now("web-b").await;
+    env.delete_pod_now("web-c").await;
+    stream
+        .wait_for(
+            "NoEndpoints{exists:true} when the last endpoint goes",
+            |s| s.no_endpoints == Some(true),
+        )
+        .await;
+    drop(dst);
+}
+
+#[tokio::test]
+async fn service_deletion_and_recreation_on_one_open_stream() {
+    let env = TestEnv::new("dst-svc").await;
+    let dst = start_destination(&env, free_addr()).await;
+    let mut client = client(dst.addr).await;
+    let mut stream = EndpointStream::open(&mut client, &authority(&env, "api", 8080), "")
+        .await
+        .expect("a missing service is not an error");
+    stream.next().await;
+    assert_eq!(stream.no_endpoints, Some(false), "missing service");
+
+    let ip = ready_pod(&env, "api", "api-0").await;
+    create_service(&env, "api", vec![(8080, IntOrString::Int(8080))], false).await;
+    stream
+        .wait_addrs("the created service's endpoint", &at(&[ip], 8080))
+        .await;
+
+    env.api::<Service>()
+        .delete("api", &DeleteParams::default())
+        .await
+        .expect("delete service");
+    stream
+        .wait_for("NoEndpoints{exists:false} after deletion", |s| {
+            s.no_endpoints == Some(false)
+        })
+        .await;
+
+    create_service(&env, "api", vec![(8080, IntOrString::Int(8080))], false).await;
+    stream
+        .wait_addrs("endpoints again after re-creation", &at(&[ip], 8080))
+        .await;
+}
+
+#[tokio::test]
+async fn headless_instance_names_select_one_pod() {
+    let env = TestEnv::new("dst-headless").await;
+    let dst = start_destination(&env, free_addr()).await;
+    create_service(&env, "db", vec![(5432, IntOrString::Int(5432))], true).await;
+    let mut ips = Vec::new();
+    for i in 0..2 {
+        let spec = env
+            .pod(&format!("db-{i}"))
+            .label("app", "db")
+            .port(Some("pg"), 5432)
+            .hostname(&format!("db-{i}"), "db");
+        ips.push(env.create_ready_pod(&spec).await.1);
+    }
+    let mut client = client(dst.addr).await;
+    let path = format!("db-1.db.{}.svc.cluster.local:5432", env.ns);
+    let mut stream = EndpointStream::open(&mut client, &path, "")
+        .await
+        .expect("open");
+    stream
+        .wait_addrs("only the named instance", &at(&ips[1..], 5432))
+        .await;
+    let mut all = EndpointStream::open(&mut client, &authority(&env, "db", 5432), "")
+        .await
+        .expect("open");
+    all.wait_addrs("every instance", &at(&ips, 5432)).await;
+}
+
+#[tokio::test]
+async fn subscribers_share_a_group_and_other_targets_are_isolated() {
+    let env = TestEnv::new("dst-share").await;
+    let dst = start_destination(&env, free_addr()).await;
+    create_service(
+        &env,
+        "hot",
+        vec![(80, IntOrString::String("http".into()))],
+        false,
+    )
+    .await;
+    create_service(
+        &env,
+        "cold",
+        vec![(80, IntOrString::String("http".into()))],
+        false,
+    )
+    .await;
+    let cold_ip = ready_pod(&env, "cold", "cold-0").await;
+    let hot_ip = ready_pod(&env, "hot", "hot-0").await;
+
+    let mut client = client(dst.addr).await;
+    let mut hot = Vec::new();
+    for _ in 0..3 {
+        let mut s = EndpointStream::open(&mut client, &authority(&env, "hot", 80), "")
+            .await
+            .expect("open");
+        s.wait_addrs("hot endpoint", &at(&[hot_ip], 8080)).await;
+        hot.push(s);
+    }
+    let mut cold = EndpointStream::open(&mut client, &authority(&env, "cold", 80), "")
+        .await
+        .expect("open");
+    cold.wait_addrs("cold endpoint", &at(&[cold_ip], 8080))
+        .await;
+
+    // One group serves the three hot streams.
+    let (_, metrics) = dst.process.admin_get("/metrics").await;
+    let hot_series: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("endpoints_subscribers{") && l.contains("service=\"hot\""))
+        .collect();
+    assert_eq!(hot_series.len(), 1, "{metrics}");
+    assert!(hot_series[0].ends_with(" 3"), "{hot_series:?}");
+
+    let hot_ip2 = ready_pod(&env, "hot", "hot-1").await;
+    for s in &mut hot {
+        s.wait_addrs("hot scaled", &at(&[hot_ip, hot_ip2], 8080))
+            .await;
+    }
+    // The cold stream saw nothing of that: its next message is its own change.
+    let cold_ip2 = ready_pod(&env, "cold", "cold-1").await;
+    let update = cold.next().await;
+    assert_eq!(cold.messages, 2, "only cold's own updates: {update:?}");
+    assert_eq!(cold.addrs(), at(&[cold_ip, cold_ip2], 8080));
+}
+
+#[tokio::test]
+async fn a_client_that_stops_reading_ends_with_the_truth() {
+    let env = TestEnv::new("dst-slow").await;
+    let dst = start_destination(&env, free_addr()).await;
+    create_service(
+        &env,
+        "busy",
+        vec![(80, IntOrString::String("http".into()))],
+        false,
+    )
+    .await;
+    let mut pods = BTreeMap::new();
+    pods.insert(
+        "busy-0".to_string(),
+        ready_pod(&env, "busy", "busy-0").await,
+    );
+    let mut client = client(dst.addr).await;
+    let mut stream = EndpointStream::open(&mut client, &authority(&env, "busy", 80), "")
+        .await
+        .expect("open");
+    stream
+        .wait_addrs("first endpoint", &at(&[pods["busy-0"]], 8080))
+        .await;
+
+    // Stop reading while the service churns through many states.
+    for i in 1..8 {
+        let name = format!("busy-{i}");
+        let ip = ready_pod(&env, "busy", &name).await;
+        pods.insert(name, ip);
+    }
+    for name in ["busy-0", "busy-2", "busy-4"] {
+        env.delete_pod_now(name).await;
+        pods.remove(name);
+    }
+    env.set_pod_ready("busy-5", pods["busy-5"], false).await;
+    pods.remove("busy-5");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    let truth: Vec<Ipv4Addr> = pods.values().copied().collect();
+    stream
+        .wait_addrs(
+            "exactly the Kubernetes truth after resuming",
+            &at(&truth, 8080),
+        )
+        .await;
+}
+
+#[tokio::test]
+async fn a_restarted_destination_serves_a_correct_snapshot() {
+    let env = TestEnv::new("dst-restart").await;
+    let addr = free_addr();
+    let dst = start_destination(&env, addr).await;
+    create_service(
+        &env,
+        "web",
+        vec![(80, IntOrString::String("http".into()))],
+        false,
+    )
+    .await;
+    let a = ready_pod(&env, "web", "web-0").await;
+    let mut c = client(addr).await;
+    let mut stream = EndpointStream::open(&mut c, &authority(&env, "web", 80), "")
+        .await
+        .expect("open");
+    stream.wait_addrs("endpoint", &at(&[a], 8080)).await;
+
+    drop(dst);
+    let ended = tokio::time::timeout(TIMEOUT, stream.stream.message()).await;
+    assert!(
+        !matches!(ended, Ok(Ok(Some(_)))),
+        "the stream ends with the process"
+    );
+    // Changes while no destination runs.
+    let b = ready_pod(&env, "web", "web-1").await;
+    env.delete_pod_now("web-0").await;
+
+    let _dst = start_destination(&env, addr).await;
+    let mut c = client(addr).await;
+    let mut stream = EndpointStream::open(&mut c, &authority(&env, "web", 80), "")
+        .await
+        .expect("open");
+    stream
+        .wait_addrs("a fresh, correct snapshot", &at(&[b], 8080))
+        .await;
+}
+
+#[tokio::test]
+async fn bad_input_is_invalid_argument_and_the_server_keeps_serving() {
+    let env = TestEnv::new("dst-bad").await;
+    let dst = start_destination(&env, free_addr()).await;
+    let mut client = client(dst.addr).await;
+    let cases = [
+        ("foo", "foo"),
+        ("10.1.2.3:80", "IP queries not supported"),
+        ("web.ns.svc.cluster.local:99999", "99999"),
+        ("web.ns.svc.cluster.local:http", "http"),
+        ("web.ns.svc.other.domain:80", "cluster domain"),
+        ("a.b.c.web.ns.svc.cluster.local:80", "web"),
+        ("web.ns.svc.cluster.local.:80", "web.ns.svc.cluster.local."),
+    ];
+    for (path, needle) in cases {
+        let status = EndpointStream::open(&mut client, path, "")
+            .await
+            .err()
+            .unwrap_or_else(|| panic!("{path} should be refused"));
+        assert_eq!(status.code(), Code::InvalidArgument, "{path}: {status:?}");
+        assert!(
+            status.message().contains(needle),
+            "{path}: message {:?} should mention {needle:?}",
+            status.message()
+        );
+    }
+    // A garbage context token is not an error.
+    create_service(
+        &env,
+        "ok",
+        vec![(80, IntOrString::String("http".into()))],
+        false,
+    )
+    .await;
+    let ip = ready_pod(&env, "ok", "ok-0").await;
+    let mut stream = EndpointStream::open(&mut client, &authority(&env, "ok", 80), "{not json")
+        .await
+        .expect("a bad token is ignored");
+    stream.wait_addrs("still serving", &at(&[ip], 8080)).await;
+}

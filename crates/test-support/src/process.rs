@@ -1,0 +1,93 @@
+//! Meridian binaries under test, run as real processes: started with a
+//! kubeconfig for the shared cluster, awaited on their admin `/ready`, and
+//! killed when the handle drops (also when the test panics).
+
+pub use local_cluster::probe::http_get;
+use std::{
+    net::{SocketAddr, TcpListener},
+    path::Path,
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+/// A free loopback address (bound and released).
+pub fn free_addr() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("finding a free port")
+}
+
+/// A running binary under test.
+pub struct ServerProcess {
+    name: String,
+    child: Option<Child>,
+    /// Its admin server (for `/ready` and `/metrics`).
+    pub admin_addr: SocketAddr,
+}
+
+impl ServerProcess {
+    /// Starts `program args…` (logs go to the test's output) and waits up to
+    /// 60 s for `http://admin_addr/ready` to answer 200.
+    pub async fn start(program: &Path, args: &[String], admin_addr: SocketAddr) -> Self {
+        let name = program
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let child = Command::new(program)
+            .args(args)
+            .env(
+                "MERIDIAN_LOG",
+                std::env::var("MERIDIAN_LOG").unwrap_or_else(|_| "warn".into()),
+            )
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {}: {e}", program.display()));
+        let mut process = Self {
+            name,
+            child: Some(child),
+            admin_addr,
+        };
+        process.wait_ready().await;
+        process
+    }
+
+    async fn wait_ready(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut last = String::new();
+        while Instant::now() < deadline {
+            if let Some(child) = self.child.as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    panic!("{} exited during start-up: {status}", self.name);
+                }
+            }
+            match http_get(self.admin_addr, "/ready").await {
+                Ok((200, _)) => return,
+                Ok((status, body)) => last = format!("{status} {body}"),
+                Err(e) => last = e.to_string(),
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("{} not ready after 60s: {last}", self.name);
+    }
+
+    /// GET a path of the admin server: (status, body).
+    pub async fn admin_get(&self, path: &str) -> (u16, String) {
+        http_get(self.admin_addr, path)
+            .await
+            .unwrap_or_else(|e| panic!("GET {path} on {}: {e}", self.name))
+    }
+
+    /// Kills the process (SIGKILL) and waits for it.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}

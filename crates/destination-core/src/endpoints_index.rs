@@ -489,3 +489,209 @@ impl Index<PartialObjectMeta<Job>> for EndpointsIndex {
         delete_owner(self, ParentKind::Job, key);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::publisher::StreamCursor;
+    use linkerd2_proxy_api::destination::{Update, update};
+    use serde_json::json;
+
+    fn index() -> EndpointsIndex {
+        EndpointsIndex::new(
+            Arc::new(TranslatorConfig::default()),
+            DestinationMetrics::default(),
+        )
+    }
+
+    fn svc_id() -> ServiceId {
+        ServiceId {
+            namespace: "ns".into(),
+            name: "web".into(),
+        }
+    }
+
+    fn service() -> Service {
+        serde_json::from_value(json!({
+            "metadata": {"namespace": "ns", "name": "web"},
+            "spec": {"ports": [{"name": "http", "port": 80, "targetPort": "http"}]}
+        }))
+        .expect("service")
+    }
+
+    fn pod(name: &str, ip: &str) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"namespace": "ns", "name": name, "labels": {"app": "web"}},
+            "spec": {"nodeName": "node-1", "containers": [{"name": "app"}]},
+            "status": {"phase": "Running", "podIP": ip}
+        }))
+        .expect("pod")
+    }
+
+    fn slice(pods: &[(&str, &str, bool)]) -> EndpointSlice {
+        let endpoints: Vec<_> = pods
+            .iter()
+            .map(|(name, ip, ready)| {
+                json!({
+                    "addresses": [ip],
+                    "conditions": {"ready": ready},
+                    "targetRef": {"kind": "Pod", "namespace": "ns", "name": name}
+                })
+            })
+            .collect();
+        serde_json::from_value(json!({
+            "metadata": {"namespace": "ns", "name": "web-abc",
+                         "labels": {SERVICE_NAME_LABEL: "web"}},
+            "addressType": "IPv4",
+            "ports": [{"name": "http", "port": 8080}],
+            "endpoints": endpoints
+        }))
+        .expect("slice")
+    }
+
+    fn addrs(state: &GroupState) -> Vec<String> {
+        state
+            .snapshot
+            .entries()
+            .map(|e| e.endpoint.addr.to_string())
+            .collect()
+    }
+
+    #[test]
+    fn publishes_changes_to_subscribed_targets_only() {
+        let mut idx = index();
+        let mut rx = idx
+            .subscribe(&svc_id(), 80, FilterKey::default())
+            .expect("subscribe");
+        assert!(!rx.borrow_and_update().snapshot.exists());
+
+        idx.apply(service());
+        assert!(rx.has_changed().expect("open"));
+        assert!(rx.borrow_and_update().snapshot.exists());
+
+        idx.apply(pod("web-0", "10.0.0.1"));
+        idx.apply(pod("web-1", "10.0.0.2"));
+        assert!(!rx.has_changed().expect("open"), "pods not yet in a slice");
+        idx.apply(slice(&[
+            ("web-0", "10.0.0.1", true),
+            ("web-1", "10.0.0.2", false),
+        ]));
+        assert_eq!(addrs(&rx.borrow_and_update()), ["10.0.0.1:8080"]);
+
+        // An unrelated pod publishes nothing; a referenced pod's edit does.
+        idx.apply(pod("other", "10.0.0.9"));
+        assert!(!rx.has_changed().expect("open"));
+        let mut relabeled = pod("web-0", "10.0.0.1");
+        relabeled.metadata.labels = Some(
+            [
+                ("app".to_string(), "web".to_string()),
+                ("pod-template-hash".to_string(), "abc".to_string()),
+            ]
+            .into(),
+        );
+        idx.apply(relabeled);
+        assert!(
+            rx.has_changed().expect("open"),
+            "a label that feeds a response"
+        );
+        let state = rx.borrow_and_update().clone();
+        assert_eq!(state.step.len(), 1, "one re-Add: {:?}", state.step);
+
+        Index::<Service>::delete(&mut idx, ObjectKey::new(Some("ns"), "web"));
+        assert!(!rx.borrow_and_update().snapshot.exists());
+    }
+
+    #[test]
+    fn groups_are_shared_and_dropped_with_their_last_subscriber() {
+        let mut idx = index();
+        idx.apply(service());
+        let key = FilterKey::default();
+        let a = idx.subscribe(&svc_id(), 80, key.clone()).expect("a");
+        let b = idx.subscribe(&svc_id(), 80, key.clone()).expect("b");
+        let other = FilterKey {
+            node_name: "node-1".into(),
+            ..FilterKey::default()
+        };
+        let c = idx.subscribe(&svc_id(), 80, other.clone()).expect("c");
+        assert_eq!((idx.publisher_count(), idx.group_count()), (1, 2));
+        drop(a);
+        idx.release(&svc_id(), 80, &key);
+        assert_eq!(idx.group_count(), 2, "b still uses the group");
+        drop(b);
+        idx.release(&svc_id(), 80, &key);
+        assert_eq!(idx.group_count(), 1);
+        drop(c);
+        idx.release(&svc_id(), 80, &other);
+        assert_eq!((idx.publisher_count(), idx.group_count()), (0, 0));
+    }
+
+    #[test]
+    fn external_name_services_are_refused() {
+        let mut idx = index();
+        let mut svc = service();
+        if let Some(spec) = svc.spec.as_mut() {
+            spec.type_ = Some("ExternalName".into());
+        }
+        idx.apply(svc);
+        assert_eq!(
+            idx.subscribe(&svc_id(), 80, FilterKey::default()).err(),
+            Some(SubscribeError::ExternalName(svc_id()))
+        );
+    }
+
+    #[test]
+    fn a_stream_that_fell_behind_gets_one_diff_to_the_newest_state() {
+        let mut idx = index();
+        idx.apply(service());
+        idx.apply(pod("web-0", "10.0.0.1"));
+        idx.apply(pod("web-1", "10.0.0.2"));
+        idx.apply(slice(&[("web-0", "10.0.0.1", true)]));
+        let mut rx = idx
+            .subscribe(&svc_id(), 80, FilterKey::default())
+            .expect("rx");
+        let mut cursor = StreamCursor::new();
+        let (first, _) = cursor.advance(rx.borrow_and_update().clone());
+        assert!(matches!(
+            first[..],
+            [Update {
+                update: Some(update::Update::Add(_))
+            }]
+        ));
+
+        // Three changes while the stream is not reading…
+        idx.apply(slice(&[
+            ("web-0", "10.0.0.1", true),
+            ("web-1", "10.0.0.2", true),
+        ]));
+        idx.apply(slice(&[("web-1", "10.0.0.2", true)]));
+        idx.apply(slice(&[("web-1", "10.0.0.2", false)]));
+        idx.apply(slice(&[("web-1", "10.0.0.2", true)]));
+        // …then it catches up in one step: web-0 removed, web-1 added.
+        let (updates, coalesced) = cursor.advance(rx.borrow_and_update().clone());
+        assert!(coalesced);
+        let kinds: Vec<&str> = updates
+            .iter()
+            .map(|u| match &u.update {
+                Some(update::Update::Add(set)) => {
+                    assert_eq!(set.addrs.len(), 1);
+                    "add"
+                }
+                Some(update::Update::Remove(set)) => {
+                    assert_eq!(set.addrs.len(), 1);
+                    "remove"
+                }
+                _ => "other",
+            })
+            .collect();
+        assert_eq!(kinds, ["add", "remove"]);
+        // A stream that keeps up reuses the group's precomputed step.
+        idx.apply(slice(&[]));
+        let (updates, coalesced) = cursor.advance(rx.borrow_and_update().clone());
+        assert!(!coalesced);
+        assert_eq!(updates.len(), 1);
+        assert!(matches!(
+            updates[0].update,
+            Some(update::Update::NoEndpoints(ref n)) if n.exists
+        ));
+    }
+}

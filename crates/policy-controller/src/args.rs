@@ -7,16 +7,7 @@ use clap::Parser;
 use ipnet::IpNet;
 use meridian_runtime::{KubeClientArgs, LogArgs};
 
-/// The six default inbound policies.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum DefaultPolicy {
-    AllUnauthenticated,
-    AllAuthenticated,
-    ClusterUnauthenticated,
-    ClusterAuthenticated,
-    Deny,
-    Audit,
-}
+use crate::{core::DefaultPolicy, index::ClusterInfo};
 
 #[derive(Clone, Debug, Parser)]
 #[command(
@@ -73,7 +64,7 @@ pub struct Args {
 
     /// Policy for ports no Server selects (overridden per pod by the
     /// `config.linkerd.io/default-inbound-policy` annotation).
-    #[arg(long, value_enum, default_value_t = DefaultPolicy::AllUnauthenticated)]
+    #[arg(long, default_value = "all-unauthenticated")]
     pub default_policy: DefaultPolicy,
 
     /// Name of the Deployment that owns the status-writer Lease.
@@ -103,4 +94,38 @@ pub struct Args {
     /// Namespace of global EgressNetworks.
     #[arg(long, default_value = "linkerd-egress")]
     pub global_egress_network_namespace: String,
+}
+
+impl Args {
+    /// The cluster-wide settings of the inbound index.
+    pub fn cluster_info(&self) -> ClusterInfo {
+        ClusterInfo {
+            networks: self.cluster_networks.clone(),
+            probe_networks: self.probe_networks.clone(),
+            control_plane_ns: self.control_plane_namespace.clone(),
+            identity_domain: self.identity_domain.clone(),
+            default_policy: self.default_policy,
+            detect_timeout: crate::core::DETECT_TIMEOUT,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_policy_names_parse() {
+        let args = Args::try_parse_from(["policy-controller"]).expect("defaults parse");
+        assert_eq!(args.cluster_info(), ClusterInfo::default());
+        let args = Args::try_parse_from([
+            "policy-controller",
+            "--default-policy=cluster-authenticated",
+            "--probe-networks=0.0.0.0/0,::/0",
+        ])
+        .expect("parse");
+        assert_eq!(args.default_policy, DefaultPolicy::ClusterAuthenticated);
+        assert_eq!(args.probe_networks.len(), 2);
+        assert!(Args::try_parse_from(["policy-controller", "--default-policy=nope"]).is_err());
+    }
 }

@@ -1,10 +1,19 @@
 //! Meridian's policy controller: evaluates Server, ServerAuthorization,
 //! AuthorizationPolicy, MeshTLSAuthentication, NetworkAuthentication and
-//! HTTPRoute resources and serves the proxies' policy API.
+//! HTTPRoute resources and serves the proxies' inbound policy API.
 //!
+//! - [`core`]: domain types (no Kubernetes, no gRPC) and the discovery trait.
+//! - [`index`]: the synchronous index of meshed pods and policy resources,
+//!   publishing each pod port's server on a watch channel.
+//! - [`grpc`]: the `InboundServerPolicies` tonic service.
+//! - [`metrics`]: index and gRPC metrics.
 //! - [`args`]: command-line flags (names and defaults follow the original).
-//! - [`runtime`]: wires the flags to the watches, the admin server and
-//!   shutdown.
+//! - [`runtime`]: wires the flags to the watches, the gRPC and admin
+//!   servers, and shutdown.
 
 pub mod args;
+pub mod core;
+pub mod grpc;
+pub mod index;
+pub mod metrics;
 pub mod runtime;

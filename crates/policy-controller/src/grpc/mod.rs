@@ -1,0 +1,253 @@
+//! The thin tonic layer: `io.linkerd.proxy.inbound.InboundServerPolicies`
+//! (`GetPort`, `WatchPort`) over any [`DiscoverInboundServer`], served as
+//! plaintext h2c.
+
+mod convert;
+mod workload;
+
+use std::{net::SocketAddr, num::NonZeroU16, pin::Pin, sync::Arc};
+
+use futures::{Stream, StreamExt};
+use ipnet::IpNet;
+use linkerd2_proxy_api::inbound::{
+    self as proto,
+    inbound_server_policies_server::{InboundServerPolicies, InboundServerPoliciesServer},
+};
+use meridian_runtime::Shutdown;
+use tokio_stream::wrappers::{TcpListenerStream, WatchStream};
+
+pub use self::{
+    convert::to_server,
+    workload::{InvalidWorkload, Workload},
+};
+use crate::{
+    core::{DiscoverInboundServer, LookupError, PodPort},
+    metrics::GrpcMetrics,
+};
+
+/// The inbound policy service.
+pub struct InboundPolicyServer<D> {
+    discover: D,
+    cluster_networks: Arc<[IpNet]>,
+    shutdown: Shutdown,
+    metrics: GrpcMetrics,
+}
+
+const GET_PORT: &str = "GetPort";
+const WATCH_PORT: &str = "WatchPort";
+
+type ServerStream = Pin<Box<dyn Stream<Item = Result<proto::Server, tonic::Status>> + Send>>;
+
+impl<D: DiscoverInboundServer> InboundPolicyServer<D> {
+    /// Streams end when `shutdown` is requested, so a graceful shutdown
+    /// does not wait for proxies to disconnect.
+    pub fn new(
+        discover: D,
+        cluster_networks: Vec<IpNet>,
+        shutdown: Shutdown,
+        metrics: GrpcMetrics,
+    ) -> Self {
+        Self {
+            discover,
+            cluster_networks: cluster_networks.into(),
+            shutdown,
+            metrics,
+        }
+    }
+
+    /// The tonic service.
+    pub fn svc(self) -> InboundServerPoliciesServer<Self> {
+        InboundServerPoliciesServer::new(self)
+    }
+
+    fn lookup(
+        &self,
+        method: &'static str,
+        spec: proto::PortSpec,
+    ) -> Result<tokio::sync::watch::Receiver<crate::core::InboundServer>, tonic::Status> {
+        let result = target(spec).and_then(|target| {
+            self.discover
+                .watch_inbound_server(&target)
+                .map_err(|LookupError::UnknownServer| tonic::Status::not_found("unknown server"))
+        });
+        let code = result
+            .as_ref()
+            .map_or_else(|s| s.code(), |_| tonic::Code::Ok);
+        self.metrics.request(method, code);
+        result
+    }
+}
+
+/// Validates a request: the workload must parse (external workloads are
+/// not indexed, so they are unknown) and the port must be in 1-65535.
+pub fn target(spec: proto::PortSpec) -> Result<PodPort, tonic::Status> {
+    let workload: Workload = spec
+        .workload
+        .parse()
+        .map_err(|e: InvalidWorkload| tonic::Status::invalid_argument(e.to_string()))?;
+    let port = u16::try_from(spec.port)
+        .ok()
+        .and_then(NonZeroU16::new)
+        .ok_or_else(|| tonic::Status::invalid_argument(format!("invalid port: {}", spec.port)))?;
+    match workload {
+        Workload::Pod { namespace, name } => Ok(PodPort {
+            namespace,
+            pod: name,
+            port,
+        }),
+        Workload::External { .. } => Err(tonic::Status::not_found("unknown server")),
+    }
+}
+
+#[tonic::async_trait]
+impl<D: DiscoverInboundServer> InboundServerPolicies for InboundPolicyServer<D> {
+    async fn get_port(
+        &self,
+        req: tonic::Request<proto::PortSpec>,
+    ) -> Result<tonic::Response<proto::Server>, tonic::Status> {
+        let rx = self.lookup(GET_PORT, req.into_inner())?;
+        let server = to_server(&rx.borrow(), &self.cluster_networks);
+        self.metrics.message_sent(GET_PORT);
+        Ok(tonic::Response::new(server))
+    }
+
+    type WatchPortStream = ServerStream;
+
+    async fn watch_port(
+        &self,
+        req: tonic::Request<proto::PortSpec>,
+    ) -> Result<tonic::Response<ServerStream>, tonic::Status> {
+        let rx = self.lookup(WATCH_PORT, req.into_inner())?;
+        let networks = self.cluster_networks.clone();
+        let metrics = self.metrics.clone();
+        let guard = metrics.stream_opened(WATCH_PORT);
+        let stream = WatchStream::new(rx)
+            .map(move |server| {
+                // Keep the guard alive as long as the stream.
+                let _ = &guard;
+                metrics.message_sent(WATCH_PORT);
+                Ok(to_server(&server, &networks))
+            })
+            .take_until(self.shutdown.clone().requested());
+        Ok(tonic::Response::new(Box::pin(stream)))
+    }
+}
+
+/// Serves the service on `listener` (plaintext HTTP/2) until `shutdown`.
+pub async fn serve<D: DiscoverInboundServer>(
+    listener: tokio::net::TcpListener,
+    server: InboundPolicyServer<D>,
+    shutdown: Shutdown,
+) -> Result<(), tonic::transport::Error> {
+    let addr: Option<SocketAddr> = listener.local_addr().ok();
+    tracing::info!(?addr, "inbound policy gRPC server listening");
+    tonic::transport::Server::builder()
+        .add_service(server.svc())
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown.requested())
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::{DETECT_TIMEOUT, InboundServer, ProxyProtocol, ServerRef};
+    use tokio::sync::watch;
+
+    struct Fixed(watch::Receiver<InboundServer>);
+
+    impl DiscoverInboundServer for Fixed {
+        fn watch_inbound_server(
+            &self,
+            target: &PodPort,
+        ) -> Result<watch::Receiver<InboundServer>, LookupError> {
+            if target.pod == "known" {
+                Ok(self.0.clone())
+            } else {
+                Err(LookupError::UnknownServer)
+            }
+        }
+    }
+
+    fn server(name: &str) -> InboundServer {
+        InboundServer {
+            reference: ServerRef::Server(name.into()),
+            protocol: ProxyProtocol::Detect {
+                timeout: DETECT_TIMEOUT,
+            },
+            authorizations: Default::default(),
+            http_routes: Default::default(),
+        }
+    }
+
+    fn spec(workload: &str, port: u32) -> tonic::Request<proto::PortSpec> {
+        tonic::Request::new(proto::PortSpec {
+            workload: workload.into(),
+            port,
+        })
+    }
+
+    #[tokio::test]
+    async fn status_codes_and_watch_updates() {
+        let (tx, rx) = watch::channel(server("a"));
+        let (_trigger, shutdown) = Shutdown::new();
+        let svc = InboundPolicyServer::new(Fixed(rx), vec![], shutdown, GrpcMetrics::default());
+        for (workload, port) in [("bad", 80), ("ns:known", 0), ("ns:known", 65536)] {
+            let err = svc
+                .get_port(spec(workload, port))
+                .await
+                .expect_err("invalid");
+            assert_eq!(
+                err.code(),
+                tonic::Code::InvalidArgument,
+                "{workload} {port}"
+            );
+        }
+        let err = svc
+            .get_port(spec("ns:other", 80))
+            .await
+            .expect_err("unknown");
+        assert_eq!(
+            (err.code(), err.message()),
+            (tonic::Code::NotFound, "unknown server")
+        );
+        let err = svc
+            .get_port(spec(r#"{"ns":"ns","external_workload":"vm"}"#, 80))
+            .await
+            .expect_err("external");
+        assert_eq!(err.code(), tonic::Code::NotFound);
+
+        let got = svc
+            .get_port(spec(r#"{"ns":"ns","pod":"known"}"#, 80))
+            .await
+            .expect("ok");
+        assert_eq!(got.get_ref().labels["name"], "a");
+
+        let mut stream = svc
+            .watch_port(spec("ns:known", 80))
+            .await
+            .expect("ok")
+            .into_inner();
+        let first = stream.next().await.expect("first").expect("ok");
+        assert_eq!(first.labels["name"], "a");
+        tx.send_replace(server("b"));
+        let second = stream.next().await.expect("second").expect("ok");
+        assert_eq!(second.labels["name"], "b");
+        drop(tx);
+        assert!(stream.next().await.is_none(), "ends when the pod goes away");
+    }
+
+    #[tokio::test]
+    async fn watches_end_on_shutdown() {
+        let (_tx, rx) = watch::channel(server("a"));
+        let (trigger, shutdown) = Shutdown::new();
+        let svc = InboundPolicyServer::new(Fixed(rx), vec![], shutdown, GrpcMetrics::default());
+        let mut stream = svc
+            .watch_port(spec("ns:known", 80))
+            .await
+            .expect("ok")
+            .into_inner();
+        assert!(stream.next().await.is_some());
+        trigger.trigger();
+        assert!(stream.next().await.is_none());
+    }
+}

@@ -1,0 +1,378 @@
+//! Authorization resources as the index uses them: ServerAuthorizations
+//! (resolved at once), AuthorizationPolicies (resolved against the
+//! authentications when a server is built), MeshTLSAuthentications and
+//! NetworkAuthentications. The spec conversions are public so that the
+//! admission webhook can reject what the index would ignore.
+
+use std::collections::HashMap;
+
+use k8s_api::policy::{
+    AuthorizationPolicySpec, MeshTlsAuthenticationSpec, NetworkAuthenticationSpec,
+    ServerAuthorizationSpec, network::Network, target_ref::NamespacedTargetRef,
+};
+
+use super::{
+    ClusterInfo, InvalidResource,
+    selector::{Labels, Selector},
+};
+use crate::core::{
+    ClientAuthentication, ClientAuthorization, GroupKindName, IdentityMatch, NetworkMatch,
+};
+
+const POLICY_GROUP: &str = k8s_api::policy::GROUP;
+const GATEWAY_GROUP: &str = "gateway.networking.k8s.io";
+
+/// A ServerAuthorization: which Servers, and which clients.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerAuthz {
+    pub servers: ServerSelector,
+    pub authz: ClientAuthorization,
+}
+
+/// How a ServerAuthorization picks Servers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ServerSelector {
+    Name(String),
+    /// Over the Servers' labels.
+    Selector(Selector),
+}
+
+impl ServerSelector {
+    pub fn selects(&self, name: &str, labels: &Labels) -> bool {
+        match self {
+            Self::Name(n) => n == name,
+            Self::Selector(s) => s.matches(labels),
+        }
+    }
+}
+
+/// Converts a ServerAuthorization of namespace `ns`.
+pub fn server_authorization(
+    spec: &ServerAuthorizationSpec,
+    ns: &str,
+    cluster: &ClusterInfo,
+) -> Result<ServerAuthz, InvalidResource> {
+    let servers = match (&spec.server.name, &spec.server.selector) {
+        (Some(name), _) => ServerSelector::Name(name.clone()),
+        (None, Some(selector)) => ServerSelector::Selector(Selector::try_from(selector)?),
+        (None, None) => ServerSelector::Selector(Selector::default()),
+    };
+    let networks = networks(spec.client.networks.iter().flatten())?;
+    let authentication = if spec.client.unauthenticated == Some(true) {
+        ClientAuthentication::Unauthenticated
+    } else if let Some(mtls) = &spec.client.mesh_tls {
+        if mtls.unauthenticated_tls == Some(true) {
+            ClientAuthentication::TlsUnauthenticated
+        } else {
+            let ids = mtls
+                .identities
+                .iter()
+                .flatten()
+                .map(|id| IdentityMatch::from(id.as_str()));
+            let sas = mtls.service_accounts.iter().flatten().map(|sa| {
+                let sa_ns = sa.namespace.as_deref().unwrap_or(ns);
+                cluster.service_account_identity(&sa.name, sa_ns)
+            });
+            let identities: Vec<_> = ids.chain(sas).collect();
+            if identities.is_empty() {
+                return Err(InvalidResource::NoClients);
+            }
+            ClientAuthentication::TlsAuthenticated(identities)
+        }
+    } else {
+        return Err(InvalidResource::NoClients);
+    };
+    Ok(ServerAuthz {
+        servers,
+        authz: ClientAuthorization {
+            networks,
+            authentication,
+        },
+    })
+}
+
+/// What an AuthorizationPolicy applies to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PolicyTarget {
+    Server(String),
+    /// Every Server of the policy's namespace.
+    Namespace,
+    /// A route (`policy.linkerd.io` or `gateway.networking.k8s.io` HTTPRoute,
+    /// or a gateway GRPCRoute).
+    Route(GroupKindName),
+}
+
+/// An authentication an AuthorizationPolicy requires.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AuthenticationRef {
+    MeshTls {
+        namespace: Option<String>,
+        name: String,
+    },
+    Network {
+        namespace: Option<String>,
+        name: String,
+    },
+    ServiceAccount {
+        namespace: Option<String>,
+        name: String,
+    },
+}
+
+/// A converted AuthorizationPolicy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PolicySpec {
+    pub target: PolicyTarget,
+    pub authentications: Vec<AuthenticationRef>,
+}
+
+/// Converts an AuthorizationPolicy spec; unsupported targets and
+/// authentication kinds are errors.
+pub fn authorization_policy(spec: &AuthorizationPolicySpec) -> Result<PolicySpec, InvalidResource> {
+    let t = &spec.target_ref;
+    let route = |group: &str| {
+        PolicyTarget::Route(GroupKindName {
+            group: group.to_string(),
+            kind: t.kind.clone(),
+            name: t.name.clone(),
+        })
+    };
+    let target = if t.targets_kind(POLICY_GROUP, "Server") {
+        PolicyTarget::Server(t.name.clone())
+    } else if t.targets_kind("core", "Namespace") {
+        PolicyTarget::Namespace
+    } else if t.targets_kind(POLICY_GROUP, "HTTPRoute") {
+        route(POLICY_GROUP)
+    } else if t.targets_kind(GATEWAY_GROUP, "HTTPRoute")
+        || t.targets_kind(GATEWAY_GROUP, "GRPCRoute")
+    {
+        route(GATEWAY_GROUP)
+    } else {
+        return Err(InvalidResource::UnsupportedTarget {
+            group: t.group.clone().unwrap_or_default(),
+            kind: t.kind.clone(),
+        });
+    };
+    let authentications = spec
+        .required_authentication_refs
+        .iter()
+        .map(authentication_ref)
+        .collect::<Result<_, _>>()?;
+    Ok(PolicySpec {
+        target,
+        authentications,
+    })
+}
+
+fn authentication_ref(r: &NamespacedTargetRef) -> Result<AuthenticationRef, InvalidResource> {
+    let name = || {
+        r.name
+            .clone()
+            .ok_or_else(|| InvalidResource::MissingName(r.kind.clone()))
+    };
+    let namespace = r.namespace.clone();
+    if r.targets_kind(POLICY_GROUP, "MeshTLSAuthentication") {
+        Ok(AuthenticationRef::MeshTls {
+            namespace,
+            name: name()?,
+        })
+    } else if r.targets_kind(POLICY_GROUP, "NetworkAuthentication") {
+        Ok(AuthenticationRef::Network {
+            namespace,
+            name: name()?,
+        })
+    } else if r.targets_kind("core", "ServiceAccount") {
+        Ok(AuthenticationRef::ServiceAccount {
+            namespace,
+            name: name()?,
+        })
+    } else {
+        Err(InvalidResource::UnsupportedAuthentication {
+            group: r.group.clone().unwrap_or_default(),
+            kind: r.kind.clone(),
+        })
+    }
+}
+
+/// The MeshTLS and Network authentications of every namespace (they may be
+/// referenced across namespaces).
+#[derive(Debug, Default)]
+pub struct Authentications {
+    by_ns: HashMap<String, NsAuthentications>,
+}
+
+#[derive(Debug, Default)]
+struct NsAuthentications {
+    mesh_tls: HashMap<String, Vec<IdentityMatch>>,
+    network: HashMap<String, Vec<NetworkMatch>>,
+}
+
+impl Authentications {
+    /// Sets (or with `None`, removes) a MeshTLSAuthentication; returns
+    /// whether anything changed.
+    pub fn set_mesh_tls(&mut self, ns: &str, name: &str, ids: Option<Vec<IdentityMatch>>) -> bool {
+        let changed = match ids {
+            Some(ids) => {
+                let entry = self.by_ns.entry(ns.to_string()).or_default();
+                entry.mesh_tls.insert(name.to_string(), ids.clone()) != Some(ids)
+            }
+            None => self
+                .by_ns
+                .get_mut(ns)
+                .is_some_and(|e| e.mesh_tls.remove(name).is_some()),
+        };
+        self.prune(ns);
+        changed
+    }
+
+    /// Sets (or with `None`, removes) a NetworkAuthentication; returns
+    /// whether anything changed.
+    pub fn set_network(&mut self, ns: &str, name: &str, nets: Option<Vec<NetworkMatch>>) -> bool {
+        let changed = match nets {
+            Some(nets) => {
+                let entry = self.by_ns.entry(ns.to_string()).or_default();
+                entry.network.insert(name.to_string(), nets.clone()) != Some(nets)
+            }
+            None => self
+                .by_ns
+                .get_mut(ns)
+                .is_some_and(|e| e.network.remove(name).is_some()),
+        };
+        self.prune(ns);
+        changed
+    }
+
+    fn prune(&mut self, ns: &str) {
+        if self
+            .by_ns
+            .get(ns)
+            .is_some_and(|e| e.mesh_tls.is_empty() && e.network.is_empty())
+        {
+            self.by_ns.remove(ns);
+        }
+    }
+
+    fn mesh_tls(&self, ns: &str, name: &str) -> Option<&Vec<IdentityMatch>> {
+        self.by_ns.get(ns)?.mesh_tls.get(name)
+    }
+
+    fn network(&self, ns: &str, name: &str) -> Option<&Vec<NetworkMatch>> {
+        self.by_ns.get(ns)?.network.get(name)
+    }
+
+    /// Resolves a policy of namespace `ns` into the clients it authorizes.
+    /// A missing referent, or more than one identity source (MeshTLS or
+    /// ServiceAccount) or network source, is an error: the policy is
+    /// ignored until something changes.
+    pub fn resolve(
+        &self,
+        policy: &PolicySpec,
+        ns: &str,
+        cluster: &ClusterInfo,
+    ) -> Result<ClientAuthorization, InvalidResource> {
+        let mut identities: Option<Vec<IdentityMatch>> = None;
+        let mut networks: Option<Vec<NetworkMatch>> = None;
+        for authn in &policy.authentications {
+            match authn {
+                AuthenticationRef::MeshTls { namespace, name } => {
+                    let ref_ns = namespace.as_deref().unwrap_or(ns);
+                    let ids = self.mesh_tls(ref_ns, name).ok_or_else(|| {
+                        InvalidResource::MissingAuthentication {
+                            kind: "MeshTLSAuthentication",
+                            namespace: ref_ns.to_string(),
+                            name: name.clone(),
+                        }
+                    })?;
+                    set_once(&mut identities, ids.clone(), "identity")?;
+                }
+                AuthenticationRef::ServiceAccount { namespace, name } => {
+                    let ref_ns = namespace.as_deref().unwrap_or(ns);
+                    let id = cluster.service_account_identity(name, ref_ns);
+                    set_once(&mut identities, vec![id], "identity")?;
+                }
+                AuthenticationRef::Network { namespace, name } => {
+                    let ref_ns = namespace.as_deref().unwrap_or(ns);
+                    let nets = self.network(ref_ns, name).ok_or_else(|| {
+                        InvalidResource::MissingAuthentication {
+                            kind: "NetworkAuthentication",
+                            namespace: ref_ns.to_string(),
+                            name: name.clone(),
+                        }
+                    })?;
+                    set_once(&mut networks, nets.clone(), "network")?;
+                }
+            }
+        }
+        Ok(ClientAuthorization {
+            networks: networks.unwrap_or_else(NetworkMatch::all),
+            authentication: identities
+                .map(ClientAuthentication::TlsAuthenticated)
+                .unwrap_or(ClientAuthentication::Unauthenticated),
+        })
+    }
+}
+
+fn set_once<T>(slot: &mut Option<T>, value: T, what: &'static str) -> Result<(), InvalidResource> {
+    if slot.is_some() {
+        return Err(InvalidResource::MultipleAuthentications(what));
+    }
+    *slot = Some(value);
+    Ok(())
+}
+
+/// Converts a MeshTLSAuthentication of namespace `ns` into identity matches.
+pub fn mesh_tls_authentication(
+    spec: &MeshTlsAuthenticationSpec,
+    ns: &str,
+    cluster: &ClusterInfo,
+) -> Result<Vec<IdentityMatch>, InvalidResource> {
+    let mut ids: Vec<IdentityMatch> = spec
+        .identities
+        .iter()
+        .flatten()
+        .map(|id| IdentityMatch::from(id.as_str()))
+        .collect();
+    for r in spec.identity_refs.iter().flatten() {
+        if r.targets_kind("core", "ServiceAccount") {
+            let name = r
+                .name
+                .as_deref()
+                .ok_or_else(|| InvalidResource::MissingName(r.kind.clone()))?;
+            ids.push(cluster.service_account_identity(name, r.namespace.as_deref().unwrap_or(ns)));
+        } else if r.targets_kind("core", "Namespace") {
+            let target = r.name.as_deref().unwrap_or(ns);
+            ids.push(IdentityMatch::namespace(
+                target,
+                &cluster.control_plane_ns,
+                &cluster.identity_domain,
+            ));
+        } else {
+            return Err(InvalidResource::UnsupportedIdentityRef(r.kind.clone()));
+        }
+    }
+    if ids.is_empty() {
+        return Err(InvalidResource::NoClients);
+    }
+    Ok(ids)
+}
+
+/// Converts a NetworkAuthentication into network matches.
+pub fn network_authentication(
+    spec: &NetworkAuthenticationSpec,
+) -> Result<Vec<NetworkMatch>, InvalidResource> {
+    let nets = networks(spec.networks.iter())?;
+    if nets.is_empty() {
+        return Err(InvalidResource::NoClients);
+    }
+    Ok(nets)
+}
+
+fn networks<'a>(
+    nets: impl Iterator<Item = &'a Network>,
+) -> Result<Vec<NetworkMatch>, InvalidResource> {
+    nets.map(|n| {
+        NetworkMatch::parse(&n.cidr, n.except.iter().flatten().map(String::as_str))
+            .map_err(InvalidResource::from)
+    })
+    .collect()
+}

@@ -1,0 +1,683 @@
+//! The inbound policy index: a synchronous (`&mut self`) view of meshed
+//! pods and policy resources that publishes each pod port's
+//! [`InboundServer`] on a `tokio::sync::watch` channel.
+//!
+//! One [`Index`] implements [`k8s_index::Index`] for every watched kind, so
+//! a single `Arc<RwLock<Index>>` serves all watches. Every mutation reports
+//! what it touched (nothing, a pod, a namespace, everything); only touched
+//! pods are recomputed, and a port's watch is only notified when its server
+//! really changed. A re-list (`reset`) recomputes each touched namespace
+//! once.
+
+mod authz;
+mod pod;
+mod routes;
+mod selector;
+mod server;
+#[cfg(test)]
+mod tests;
+
+use std::{
+    collections::{BTreeMap, BTreeSet, HashMap},
+    time::Duration,
+};
+
+use ipnet::IpNet;
+use k8s_api::policy::{
+    AuthorizationPolicy, HTTPRoute, MeshTLSAuthentication, NetworkAuthentication, Server,
+    ServerAuthorization,
+};
+use k8s_index::{ObjectKey, SharedIndex};
+use k8s_openapi::api::core::v1::Pod;
+use tokio::sync::watch;
+
+use self::pod::PodState;
+pub use self::{
+    authz::{
+        AuthenticationRef, Authentications, PolicySpec, PolicyTarget, ServerAuthz, ServerSelector,
+        authorization_policy, mesh_tls_authentication, network_authentication,
+        server_authorization,
+    },
+    pod::{
+        DEFAULT_POLICY_ANNOTATION, OPAQUE_PORTS_ANNOTATION, PodInfo, REQUIRE_IDENTITY_ANNOTATION,
+        Settings,
+    },
+    routes::{RouteBinding, http_route, server_parents},
+    selector::{Labels, Selector},
+    server::{PortRef, ServerSpec},
+};
+use crate::{
+    core::{
+        AuthorizationRef, Authorizations, DETECT_TIMEOUT, DefaultPolicy, DiscoverInboundServer,
+        GroupKindName, HttpRoute, IdentityMatch, InboundServer, LookupError, NetworkMatch, PodPort,
+        RouteRef, ServerRef, routes::default_http_routes,
+    },
+    metrics::IndexMetrics,
+};
+
+/// The label of meshed pods (the only pods indexed).
+pub const CONTROL_PLANE_NS_LABEL: &str = k8s_index::resources::CONTROL_PLANE_NS_LABEL;
+
+/// Cluster-wide settings from flags.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterInfo {
+    /// `--cluster-networks`.
+    pub networks: Vec<IpNet>,
+    /// `--probe-networks` (empty: probe routes are not authorized).
+    pub probe_networks: Vec<IpNet>,
+    /// `--control-plane-namespace`.
+    pub control_plane_ns: String,
+    /// `--identity-domain`.
+    pub identity_domain: String,
+    /// `--default-policy`.
+    pub default_policy: DefaultPolicy,
+    /// Protocol detection timeout of `Detect` servers.
+    pub detect_timeout: Duration,
+}
+
+impl ClusterInfo {
+    /// The mesh identity of a service account.
+    pub fn service_account_identity(&self, name: &str, namespace: &str) -> IdentityMatch {
+        IdentityMatch::service_account(
+            name,
+            namespace,
+            &self.control_plane_ns,
+            &self.identity_domain,
+        )
+    }
+}
+
+impl Default for ClusterInfo {
+    /// The flags' defaults.
+    fn default() -> Self {
+        let nets = [
+            "10.0.0.0/8",
+            "100.64.0.0/10",
+            "172.16.0.0/12",
+            "192.168.0.0/16",
+        ];
+        Self {
+            networks: nets.iter().filter_map(|n| n.parse().ok()).collect(),
+            probe_networks: Vec::new(),
+            control_plane_ns: "linkerd".to_string(),
+            identity_domain: "cluster.local".to_string(),
+            default_policy: DefaultPolicy::AllUnauthenticated,
+            detect_timeout: DETECT_TIMEOUT,
+        }
+    }
+}
+
+/// Why a resource was ignored.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidResource {
+    #[error("port {0} is not in 1-65535")]
+    Port(i32),
+    #[error("unsupported label selector operator {0:?}")]
+    SelectorOperator(String),
+    #[error(transparent)]
+    Network(#[from] crate::core::InvalidNetwork),
+    #[error("authorizes no clients")]
+    NoClients,
+    #[error("unsupported target {group}/{kind}")]
+    UnsupportedTarget { group: String, kind: String },
+    #[error("unsupported authentication {group}/{kind}")]
+    UnsupportedAuthentication { group: String, kind: String },
+    #[error("unsupported identity reference kind {0}")]
+    UnsupportedIdentityRef(String),
+    #[error("a {0} reference needs a name")]
+    MissingName(String),
+    #[error("{kind} {namespace}/{name} not found")]
+    MissingAuthentication {
+        kind: &'static str,
+        namespace: String,
+        name: String,
+    },
+    #[error("more than one {0} authentication")]
+    MultipleAuthentications(&'static str),
+    #[error("a Server parent may not name {0}")]
+    ParentRef(&'static str),
+    #[error("{0}")]
+    Route(String),
+}
+
+/// The policy resources of one namespace.
+#[derive(Debug, Default)]
+pub(crate) struct PolicyNs {
+    namespace: String,
+    servers: BTreeMap<String, ServerSpec>,
+    server_authorizations: BTreeMap<String, ServerAuthz>,
+    authorization_policies: BTreeMap<String, PolicySpec>,
+    http_routes: BTreeMap<String, RouteBinding>,
+}
+
+#[derive(Debug, Default)]
+struct Namespace {
+    pods: HashMap<String, PodState>,
+    policy: PolicyNs,
+}
+
+/// The inbound policy index.
+#[derive(Debug)]
+pub struct Index {
+    cluster: ClusterInfo,
+    namespaces: HashMap<String, Namespace>,
+    authentications: Authentications,
+    metrics: Option<IndexMetrics>,
+}
+
+/// Counts for metrics and tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IndexStats {
+    pub namespaces: usize,
+    pub pods: usize,
+    pub servers: usize,
+    pub port_servers: usize,
+}
+
+/// What a mutation requires recomputing.
+enum Touched {
+    Nothing,
+    Pod(String, String),
+    Namespace(String),
+    All,
+}
+
+#[derive(Default)]
+struct Pending {
+    all: bool,
+    namespaces: BTreeSet<String>,
+    pods: BTreeSet<(String, String)>,
+}
+
+impl Pending {
+    fn add(&mut self, touched: Touched) {
+        match touched {
+            Touched::Nothing => {}
+            Touched::Pod(ns, name) => {
+                self.pods.insert((ns, name));
+            }
+            Touched::Namespace(ns) => {
+                self.namespaces.insert(ns);
+            }
+            Touched::All => self.all = true,
+        }
+    }
+}
+
+// === impl Index ===
+
+impl Index {
+    pub fn new(cluster: ClusterInfo) -> Self {
+        Self {
+            cluster,
+            namespaces: HashMap::new(),
+            authentications: Authentications::default(),
+            metrics: None,
+        }
+    }
+
+    /// A new index behind the lock all watches and lookups share.
+    pub fn shared(cluster: ClusterInfo) -> SharedIndex<Self> {
+        SharedIndex::new(parking_lot::RwLock::new(Self::new(cluster)))
+    }
+
+    /// Reports sizes to `metrics` after every change.
+    pub fn set_metrics(&mut self, metrics: IndexMetrics) {
+        self.metrics = Some(metrics);
+        self.report();
+    }
+
+    pub fn cluster(&self) -> &ClusterInfo {
+        &self.cluster
+    }
+
+    pub fn stats(&self) -> IndexStats {
+        let mut stats = IndexStats {
+            namespaces: self.namespaces.len(),
+            ..Default::default()
+        };
+        for ns in self.namespaces.values() {
+            stats.pods += ns.pods.len();
+            stats.servers += ns.policy.servers.len();
+            stats.port_servers += ns
+                .pods
+                .values()
+                .map(|p| p.port_servers.len())
+                .sum::<usize>();
+        }
+        stats
+    }
+
+    /// A receiver of the server of a pod port. An unknown port of a known
+    /// pod gets its default server (created now and kept).
+    pub fn pod_server_rx(
+        &mut self,
+        namespace: &str,
+        pod: &str,
+        port: std::num::NonZeroU16,
+    ) -> Result<watch::Receiver<InboundServer>, LookupError> {
+        let pod = self
+            .namespaces
+            .get_mut(namespace)
+            .and_then(|ns| ns.pods.get_mut(pod))
+            .ok_or(LookupError::UnknownServer)?;
+        let rx = pod.subscribe(port, &self.cluster);
+        self.report();
+        Ok(rx)
+    }
+
+    fn ns_mut(&mut self, ns: &str) -> &mut Namespace {
+        self.namespaces
+            .entry(ns.to_string())
+            .or_insert_with(|| Namespace {
+                pods: HashMap::new(),
+                policy: PolicyNs {
+                    namespace: ns.to_string(),
+                    ..Default::default()
+                },
+            })
+    }
+
+    /// Sets (or with `None`, removes) one policy object of a namespace.
+    fn set_policy<T: PartialEq>(
+        &mut self,
+        ns: &str,
+        name: String,
+        value: Option<T>,
+        map: impl FnOnce(&mut PolicyNs) -> &mut BTreeMap<String, T>,
+    ) -> Touched {
+        let changed = match value {
+            Some(value) => {
+                let objects = map(&mut self.ns_mut(ns).policy);
+                objects.get(&name) != Some(&value) && {
+                    objects.insert(name, value);
+                    true
+                }
+            }
+            None => match self.namespaces.get_mut(ns) {
+                Some(n) => map(&mut n.policy).remove(&name).is_some(),
+                None => false,
+            },
+        };
+        if changed {
+            Touched::Namespace(ns.to_string())
+        } else {
+            Touched::Nothing
+        }
+    }
+
+    fn flush(&mut self, pending: Pending) {
+        let Self {
+            cluster,
+            namespaces,
+            authentications,
+            ..
+        } = self;
+        let mut reindex_ns = |ns: &mut Namespace| {
+            for pod in ns.pods.values_mut() {
+                pod.reindex(&ns.policy, authentications, cluster);
+            }
+        };
+        if pending.all {
+            namespaces.values_mut().for_each(&mut reindex_ns);
+        } else {
+            for name in &pending.namespaces {
+                if let Some(ns) = namespaces.get_mut(name) {
+                    reindex_ns(ns);
+                }
+            }
+            for (ns_name, pod_name) in &pending.pods {
+                if pending.namespaces.contains(ns_name) {
+                    continue;
+                }
+                if let Some(ns) = namespaces.get_mut(ns_name)
+                    && let Some(pod) = ns.pods.get_mut(pod_name)
+                {
+                    pod.reindex(&ns.policy, authentications, cluster);
+                }
+            }
+        }
+        namespaces.retain(|_, ns| !ns.is_empty());
+        self.report();
+    }
+
+    fn report(&self) {
+        if let Some(metrics) = &self.metrics {
+            metrics.report(self.stats());
+        }
+    }
+}
+
+impl Namespace {
+    fn is_empty(&self) -> bool {
+        self.pods.is_empty() && self.policy.is_empty()
+    }
+}
+
+// === impl PolicyNs ===
+
+impl PolicyNs {
+    fn is_empty(&self) -> bool {
+        self.servers.is_empty()
+            && self.server_authorizations.is_empty()
+            && self.authorization_policies.is_empty()
+            && self.http_routes.is_empty()
+    }
+
+    /// Servers by creation time, then name.
+    fn servers_by_age(&self) -> Vec<(&str, &ServerSpec)> {
+        let mut servers: Vec<_> = self.servers.iter().map(|(n, s)| (n.as_str(), s)).collect();
+        servers
+            .sort_by(|(an, a), (bn, b)| a.created_at.cmp(&b.created_at).then_with(|| an.cmp(bn)));
+        servers
+    }
+
+    fn inbound_server<'p>(
+        &self,
+        name: &str,
+        srv: &ServerSpec,
+        authns: &Authentications,
+        cluster: &ClusterInfo,
+        probe_paths: impl Iterator<Item = &'p str>,
+    ) -> InboundServer {
+        InboundServer {
+            reference: ServerRef::Server(name.to_string()),
+            protocol: srv.protocol.clone(),
+            authorizations: self.server_authorizations(name, srv, authns, cluster),
+            http_routes: self.http_routes(name, authns, cluster, probe_paths),
+        }
+    }
+
+    /// ServerAuthorizations, then AuthorizationPolicies for the Server or
+    /// its namespace, then the Server's `accessPolicy` defaults.
+    fn server_authorizations(
+        &self,
+        name: &str,
+        srv: &ServerSpec,
+        authns: &Authentications,
+        cluster: &ClusterInfo,
+    ) -> Authorizations {
+        let mut authzs = Authorizations::new();
+        for (saz_name, saz) in &self.server_authorizations {
+            if saz.servers.selects(name, &srv.labels) {
+                authzs.insert(
+                    AuthorizationRef::ServerAuthorization(saz_name.clone()),
+                    saz.authz.clone(),
+                );
+            }
+        }
+        let targeted = self
+            .authorization_policies
+            .iter()
+            .filter(|(_, p)| match &p.target {
+                PolicyTarget::Server(target) => target == name,
+                PolicyTarget::Namespace => true,
+                PolicyTarget::Route(_) => false,
+            });
+        self.insert_policies(&mut authzs, targeted, authns, cluster);
+        if let Some(policy) = srv.access_policy {
+            authzs.extend(policy.authorizations(&cluster.networks));
+        }
+        authzs
+    }
+
+    fn insert_policies<'a>(
+        &self,
+        authzs: &mut Authorizations,
+        policies: impl Iterator<Item = (&'a String, &'a PolicySpec)>,
+        authns: &Authentications,
+        cluster: &ClusterInfo,
+    ) {
+        for (policy_name, policy) in policies {
+            match authns.resolve(policy, &self.namespace, cluster) {
+                Ok(authz) => {
+                    authzs.insert(
+                        AuthorizationRef::AuthorizationPolicy(policy_name.clone()),
+                        authz,
+                    );
+                }
+                Err(error) => tracing::info!(
+                    ns = %self.namespace,
+                    authorizationpolicy = %policy_name,
+                    %error,
+                    "Illegal AuthorizationPolicy; ignoring"
+                ),
+            }
+        }
+    }
+
+    /// The routes attached to Server `name`, or the default routes.
+    fn http_routes<'p>(
+        &self,
+        name: &str,
+        authns: &Authentications,
+        cluster: &ClusterInfo,
+        probe_paths: impl Iterator<Item = &'p str>,
+    ) -> BTreeMap<RouteRef, HttpRoute> {
+        let routes: BTreeMap<_, _> = self
+            .http_routes
+            .iter()
+            .filter(|(_, binding)| binding.attached_to(name))
+            .map(|(route_name, binding)| {
+                let gkn = GroupKindName {
+                    group: k8s_api::policy::GROUP.to_string(),
+                    kind: "HTTPRoute".to_string(),
+                    name: route_name.clone(),
+                };
+                let mut route = binding.route.clone();
+                let targeted = self.authorization_policies.iter().filter(|(_, p)| {
+                    matches!(&p.target, PolicyTarget::Route(t)
+                        if t.group.eq_ignore_ascii_case(&gkn.group)
+                            && t.kind.eq_ignore_ascii_case(&gkn.kind)
+                            && t.name == gkn.name)
+                });
+                self.insert_policies(&mut route.authorizations, targeted, authns, cluster);
+                (RouteRef::Resource(gkn), route)
+            })
+            .collect();
+        if routes.is_empty() {
+            default_http_routes(probe_paths, &cluster.probe_networks)
+        } else {
+            routes
+        }
+    }
+}
+
+// === impl k8s_index::Index ===
+
+/// A kind the index reacts to.
+trait Indexed: kube::Resource + Sized {
+    /// Applies the object without publishing.
+    fn upsert(index: &mut Index, ns: &str, name: String, obj: Self) -> Touched;
+    /// Removes the object without publishing.
+    fn remove(index: &mut Index, ns: &str, name: String) -> Touched;
+}
+
+impl<K: Indexed> k8s_index::Index<K> for Index {
+    fn apply(&mut self, obj: K) {
+        let Some(ObjectKey {
+            namespace: Some(ns),
+            name,
+        }) = ObjectKey::of(&obj)
+        else {
+            return;
+        };
+        let _span = tracing::info_span!("apply", %ns, %name).entered();
+        let mut pending = Pending::default();
+        pending.add(K::upsert(self, &ns, name, obj));
+        self.flush(pending);
+    }
+
+    fn delete(&mut self, key: ObjectKey) {
+        let Some(ns) = key.namespace else {
+            return;
+        };
+        let _span = tracing::info_span!("delete", %ns, name = %key.name).entered();
+        let mut pending = Pending::default();
+        pending.add(K::remove(self, &ns, key.name));
+        self.flush(pending);
+    }
+
+    fn reset(&mut self, objects: Vec<K>, removed: Vec<ObjectKey>) {
+        let mut pending = Pending::default();
+        for key in removed {
+            if let Some(ns) = key.namespace {
+                pending.add(K::remove(self, &ns, key.name));
+            }
+        }
+        for obj in objects {
+            if let Some(ObjectKey {
+                namespace: Some(ns),
+                name,
+            }) = ObjectKey::of(&obj)
+            {
+                pending.add(K::upsert(self, &ns, name, obj));
+            }
+        }
+        self.flush(pending);
+    }
+}
+
+fn warn_invalid(kind: &str, ns: &str, name: &str, error: &InvalidResource) {
+    tracing::warn!(%kind, %ns, %name, %error, "ignoring invalid resource");
+}
+
+impl Indexed for Pod {
+    fn upsert(index: &mut Index, ns: &str, name: String, pod: Self) -> Touched {
+        let meshed = pod
+            .metadata
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key(CONTROL_PLANE_NS_LABEL));
+        if !meshed {
+            return Self::remove(index, ns, name);
+        }
+        let info = PodInfo::from_pod(&pod);
+        let pods = &mut index.ns_mut(ns).pods;
+        match pods.get_mut(&name) {
+            Some(existing) if existing.info == info => Touched::Nothing,
+            Some(existing) => {
+                if existing.info.port_names != info.port_names {
+                    tracing::warn!("pod port names changed (they are immutable in Kubernetes)");
+                }
+                existing.info = info;
+                Touched::Pod(ns.to_string(), name)
+            }
+            None => {
+                pods.insert(name.clone(), PodState::new(info));
+                Touched::Pod(ns.to_string(), name)
+            }
+        }
+    }
+
+    fn remove(index: &mut Index, ns: &str, name: String) -> Touched {
+        // Dropping the pod drops its senders, which ends its watches.
+        if let Some(n) = index.namespaces.get_mut(ns) {
+            n.pods.remove(&name);
+        }
+        Touched::Nothing
+    }
+}
+
+impl Indexed for Server {
+    fn upsert(index: &mut Index, ns: &str, name: String, srv: Self) -> Touched {
+        let spec = ServerSpec::from_resource(&srv, &index.cluster)
+            .map_err(|e| warn_invalid("Server", ns, &name, &e))
+            .ok();
+        index.set_policy(ns, name, spec, |p| &mut p.servers)
+    }
+
+    fn remove(index: &mut Index, ns: &str, name: String) -> Touched {
+        index.set_policy(ns, name, None::<ServerSpec>, |p| &mut p.servers)
+    }
+}
+
+impl Indexed for ServerAuthorization {
+    fn upsert(index: &mut Index, ns: &str, name: String, saz: Self) -> Touched {
+        let spec = server_authorization(&saz.spec, ns, &index.cluster)
+            .map_err(|e| warn_invalid("ServerAuthorization", ns, &name, &e))
+            .ok();
+        index.set_policy(ns, name, spec, |p| &mut p.server_authorizations)
+    }
+
+    fn remove(index: &mut Index, ns: &str, name: String) -> Touched {
+        index.set_policy(ns, name, None::<ServerAuthz>, |p| {
+            &mut p.server_authorizations
+        })
+    }
+}
+
+impl Indexed for AuthorizationPolicy {
+    fn upsert(index: &mut Index, ns: &str, name: String, ap: Self) -> Touched {
+        let spec = authorization_policy(&ap.spec)
+            .map_err(|e| warn_invalid("AuthorizationPolicy", ns, &name, &e))
+            .ok();
+        index.set_policy(ns, name, spec, |p| &mut p.authorization_policies)
+    }
+
+    fn remove(index: &mut Index, ns: &str, name: String) -> Touched {
+        index.set_policy(ns, name, None::<PolicySpec>, |p| {
+            &mut p.authorization_policies
+        })
+    }
+}
+
+impl Indexed for HTTPRoute {
+    fn upsert(index: &mut Index, ns: &str, name: String, route: Self) -> Touched {
+        let binding = RouteBinding::from_resource(&route, ns)
+            .map_err(|e| warn_invalid("HTTPRoute", ns, &name, &e))
+            .ok();
+        index.set_policy(ns, name, binding, |p| &mut p.http_routes)
+    }
+
+    fn remove(index: &mut Index, ns: &str, name: String) -> Touched {
+        index.set_policy(ns, name, None::<RouteBinding>, |p| &mut p.http_routes)
+    }
+}
+
+impl Indexed for MeshTLSAuthentication {
+    fn upsert(index: &mut Index, ns: &str, name: String, authn: Self) -> Touched {
+        let ids = mesh_tls_authentication(&authn.spec, ns, &index.cluster)
+            .map_err(|e| warn_invalid("MeshTLSAuthentication", ns, &name, &e))
+            .ok();
+        touched_all(index.authentications.set_mesh_tls(ns, &name, ids))
+    }
+
+    fn remove(index: &mut Index, ns: &str, name: String) -> Touched {
+        touched_all(index.authentications.set_mesh_tls(ns, &name, None))
+    }
+}
+
+impl Indexed for NetworkAuthentication {
+    fn upsert(index: &mut Index, ns: &str, name: String, authn: Self) -> Touched {
+        let nets: Option<Vec<NetworkMatch>> = network_authentication(&authn.spec)
+            .map_err(|e| warn_invalid("NetworkAuthentication", ns, &name, &e))
+            .ok();
+        touched_all(index.authentications.set_network(ns, &name, nets))
+    }
+
+    fn remove(index: &mut Index, ns: &str, name: String) -> Touched {
+        touched_all(index.authentications.set_network(ns, &name, None))
+    }
+}
+
+fn touched_all(changed: bool) -> Touched {
+    if changed {
+        Touched::All
+    } else {
+        Touched::Nothing
+    }
+}
+
+// === impl DiscoverInboundServer ===
+
+impl DiscoverInboundServer for SharedIndex<Index> {
+    fn watch_inbound_server(
+        &self,
+        target: &PodPort,
+    ) -> Result<watch::Receiver<InboundServer>, LookupError> {
+        // The write lock: a lookup may create a default port server.
+        self.write()
+            .pod_server_rx(&target.namespace, &target.pod, target.port)
+    }
+}

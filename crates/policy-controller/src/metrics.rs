@@ -1,0 +1,125 @@
+//! Prometheus metrics of the inbound index (`inbound_index_*`) and of the
+//! gRPC API (`grpc_server_*`).
+
+use prometheus_client::{
+    encoding::EncodeLabelSet,
+    metrics::{counter::Counter, family::Family, gauge::Gauge},
+    registry::Registry,
+};
+
+use crate::index::IndexStats;
+
+/// Sizes of the inbound index.
+#[derive(Clone, Debug, Default)]
+pub struct IndexMetrics {
+    namespaces: Gauge,
+    pods: Gauge,
+    servers: Gauge,
+    port_servers: Gauge,
+}
+
+impl IndexMetrics {
+    /// Registers under `inbound_index_`.
+    pub fn register(registry: &mut Registry) -> Self {
+        let m = Self::default();
+        let sub = registry.sub_registry_with_prefix("inbound_index");
+        sub.register(
+            "namespaces",
+            "Namespaces with meshed pods or policy resources",
+            m.namespaces.clone(),
+        );
+        sub.register("pods", "Meshed pods indexed", m.pods.clone());
+        sub.register("servers", "Server resources indexed", m.servers.clone());
+        sub.register(
+            "port_servers",
+            "Pod ports with a published server (selected by a Server or looked up)",
+            m.port_servers.clone(),
+        );
+        m
+    }
+
+    pub(crate) fn report(&self, stats: IndexStats) {
+        let set = |g: &Gauge, n: usize| {
+            g.set(i64::try_from(n).unwrap_or(i64::MAX));
+        };
+        set(&self.namespaces, stats.namespaces);
+        set(&self.pods, stats.pods);
+        set(&self.servers, stats.servers);
+        set(&self.port_servers, stats.port_servers);
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RpcLabels {
+    method: &'static str,
+    code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MethodLabels {
+    method: &'static str,
+}
+
+/// Metrics of the gRPC API.
+#[derive(Clone, Debug, Default)]
+pub struct GrpcMetrics {
+    requests: Family<RpcLabels, Counter>,
+    active_streams: Family<MethodLabels, Gauge>,
+    messages: Family<MethodLabels, Counter>,
+}
+
+impl GrpcMetrics {
+    /// Registers under `grpc_server_`.
+    pub fn register(registry: &mut Registry) -> Self {
+        let m = Self::default();
+        let sub = registry.sub_registry_with_prefix("grpc_server");
+        sub.register(
+            "requests",
+            "Requests handled, by method and initial status code",
+            m.requests.clone(),
+        );
+        sub.register(
+            "active_streams",
+            "Open WatchPort streams",
+            m.active_streams.clone(),
+        );
+        sub.register(
+            "messages_sent",
+            "Responses sent, by method",
+            m.messages.clone(),
+        );
+        m
+    }
+
+    pub(crate) fn request(&self, method: &'static str, code: tonic::Code) {
+        self.requests
+            .get_or_create(&RpcLabels {
+                method,
+                code: format!("{code:?}"),
+            })
+            .inc();
+    }
+
+    pub(crate) fn message_sent(&self, method: &'static str) {
+        self.messages.get_or_create(&MethodLabels { method }).inc();
+    }
+
+    /// Counts an open stream until the guard is dropped.
+    pub(crate) fn stream_opened(&self, method: &'static str) -> StreamGuard {
+        let gauge = self
+            .active_streams
+            .get_or_create(&MethodLabels { method })
+            .clone();
+        gauge.inc();
+        StreamGuard(gauge)
+    }
+}
+
+/// Decrements the open-stream gauge when dropped.
+pub(crate) struct StreamGuard(Gauge);
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}

@@ -301,13 +301,33 @@ async fn oldest_server_wins_and_bad_requests_get_proper_codes() {
     // it sorts first by name.
     tokio::time::sleep(Duration::from_millis(1100)).await;
     kubectl_apply(&env, &server_yaml("a-new", "  proxyProtocol: opaque\n"));
-    let process = &controller.process;
-    eventually("both Servers indexed", TIMEOUT, || async {
-        let (_, metrics) = process.admin_get("/metrics").await;
-        if metrics.contains("policy_inbound_index_servers 2") {
-            Ok(())
-        } else {
-            Err(metrics)
+    // Servers arrive in order on one watch: once a later "marker" Server
+    // (on another port) is visible, "a-new" has been indexed too.
+    kubectl_apply(
+        &env,
+        "apiVersion: policy.linkerd.io/v1beta3
+kind: Server
+metadata:
+  name: marker
+spec:
+  podSelector: {}
+  port: 9999
+",
+    );
+    let client = controller.client.clone();
+    let env_ref = &env;
+    eventually("the marker Server", TIMEOUT, || {
+        let mut client = client.clone();
+        async move {
+            let srv = client
+                .get_port(spec(env_ref, "web", 9999))
+                .await
+                .map_err(|e| e.to_string())?
+                .into_inner();
+            match name_of(&srv).1.as_str() {
+                "marker" => Ok(()),
+                other => Err(other.to_string()),
+            }
         }
     })
     .await;
@@ -332,4 +352,82 @@ async fn oldest_server_wins_and_bad_requests_get_proper_codes() {
         taken.protocol.and_then(|p| p.kind),
         Some(proxy_protocol::Kind::Opaque(_))
     ));
+}
+
+#[tokio::test]
+async fn routes_attach_once_their_status_accepts_them() {
+    let env = TestEnv::new("policy").await;
+    create_web_pod(&env).await;
+    let mut controller = start_controller(&env).await;
+    kubectl_apply(&env, &server_yaml("web-http", "  proxyProtocol: HTTP/1\n"));
+    kubectl_apply(
+        &env,
+        "apiVersion: policy.linkerd.io/v1beta3
+kind: HTTPRoute
+metadata:
+  name: api
+spec:
+  parentRefs:
+    - group: policy.linkerd.io
+      kind: Server
+      name: web-http
+  rules:
+    - matches:
+        - path:
+            type: PathPrefix
+            value: /api
+",
+    );
+    let mut stream = controller
+        .client
+        .watch_port(spec(&env, "web", 8080))
+        .await
+        .expect("WatchPort")
+        .into_inner();
+    let route_names = |s: &Server| -> Vec<Option<metadata::Kind>> {
+        match s.protocol.clone().and_then(|p| p.kind) {
+            Some(proxy_protocol::Kind::Http1(h)) => h
+                .routes
+                .into_iter()
+                .map(|r| r.metadata.and_then(|m| m.kind))
+                .collect(),
+            _ => Vec::new(),
+        }
+    };
+    let srv = next_matching(&mut stream, "the Server", |s| name_of(s).1 == "web-http").await;
+    assert_eq!(
+        route_names(&srv),
+        [Some(metadata::Kind::Default("default".into()))],
+        "not attached without an Accepted status"
+    );
+
+    // Stand in for the status writer.
+    let status = r#"{"status":{"parents":[{
+        "parentRef":{"group":"policy.linkerd.io","kind":"Server","name":"web-http"},
+        "controllerName":"linkerd.io/policy-controller",
+        "conditions":[{"type":"Accepted","status":"True","reason":"Accepted","message":"",
+                       "lastTransitionTime":"2025-01-01T00:00:00Z"}]}]}}"#;
+    let (ok, out) = env.cluster().kubectl(
+        &[
+            "patch",
+            "-n",
+            &env.ns,
+            "httproute.policy.linkerd.io/api",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            status,
+        ],
+        None,
+    );
+    assert!(ok, "patching the route status: {out}");
+    let attached = next_matching(&mut stream, "the attached route", |s| {
+        matches!(route_names(s).first(), Some(Some(metadata::Kind::Resource(r))) if r.name == "api")
+    })
+    .await;
+    assert_eq!(
+        route_names(&attached).len(),
+        1,
+        "the default route is replaced"
+    );
 }

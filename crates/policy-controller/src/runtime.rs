@@ -76,11 +76,14 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         shutdown.clone(),
         grpc_metrics,
     );
-    let grpc = tokio::spawn(grpc::serve(grpc_listener, policy, shutdown.clone()));
-    admin.serve(shutdown).await.context("admin server")?;
-    grpc.await
-        .context("gRPC server task")?
-        .context("gRPC server")?;
+    // Either server failing stops the process; on shutdown both drain.
+    let grpc = async {
+        grpc::serve(grpc_listener, policy, shutdown.clone())
+            .await
+            .context("gRPC server")
+    };
+    let admin = async { admin.serve(shutdown.clone()).await.context("admin server") };
+    tokio::try_join!(grpc, admin)?;
     tracing::info!("stopped");
     Ok(())
 }

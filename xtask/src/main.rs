@@ -1,10 +1,12 @@
 //! `cargo xtask …`: developer and CI entry points.
 //!
 //! - `cluster build|up|down|env|pin`: the local real Kubernetes control plane.
+//! - `bench <name>`: benchmarks (release builds) that print figures.
 //! - `gen-crds`: writes `deploy/crds/` from the Rust types.
 //! - `up`: the whole control plane locally, with sample workloads.
 //! - `test`: every test of the workspace (builds the control plane first).
 
+mod bench;
 mod cluster;
 mod gen_crds;
 mod paths;
@@ -26,6 +28,8 @@ enum Command {
     /// The local Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager).
     #[command(subcommand)]
     Cluster(cluster::ClusterCommand),
+    /// Runs a benchmark in release mode and prints its figures (e.g. `bench destination`).
+    Bench(bench::BenchArgs),
     /// Writes deploy/crds/ from the Rust CRD types.
     GenCrds,
     /// Runs the whole control plane on the local real API server, with sample workloads (Ctrl-C stops).
@@ -37,6 +41,7 @@ enum Command {
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Cluster(command) => cluster::run(command),
+        Command::Bench(args) => bench::run(args),
         Command::GenCrds => gen_crds::run(),
         Command::Test(args) => test::run(args),
         Command::Up(args) => up::run(args),

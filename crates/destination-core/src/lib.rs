@@ -9,7 +9,7 @@
 //! State and serving:
 //! - [`endpoints_index`]: the watch-fed index and the publishers of subscribed targets;
 //! - [`publisher`]: shared per-(service, port) and per-filter-group state;
-//! - [`server`]: the tonic service; [`metrics`]: Prometheus metrics;
+//! - [`server`]: the tonic service; [`grpc_stream`]: buffer-free streaming bodies; [`metrics`]: Prometheus metrics;
 //! - [`runtime`]: flags → watches, servers and shutdown.
 
 pub mod authority;
@@ -18,6 +18,7 @@ pub mod context_token;
 pub mod endpoint_translator;
 pub mod endpoints_index;
 pub mod filter;
+pub mod grpc_stream;
 pub mod metrics;
 pub mod publisher;
 pub mod runtime;

@@ -6,7 +6,6 @@ use std::{net::SocketAddr, sync::Arc, time::Duration};
 use anyhow::{Context, bail};
 use clap::{ArgAction, Parser};
 use k8s_index::{IndexMetrics, resources};
-use linkerd2_proxy_api::destination::destination_server::DestinationServer;
 use meridian_runtime::{AdminServer, KubeClientArgs, LogArgs, Readiness, Shutdown};
 use parking_lot::RwLock;
 use prometheus_client::registry::Registry;
@@ -15,7 +14,7 @@ use crate::{
     config::{TranslatorConfig, TranslatorFlags},
     endpoints_index::EndpointsIndex,
     metrics::DestinationMetrics,
-    server::DestinationService,
+    server::{DestinationRouter, DestinationService},
 };
 
 /// Flags of `destination`. Names and defaults follow the original controller.
@@ -166,7 +165,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let grpc = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(Duration::from_secs(10)))
         .http2_keepalive_timeout(Some(Duration::from_secs(3)))
-        .add_service(DestinationServer::new(service))
+        .add_service(DestinationRouter::new(service))
         .serve_with_incoming_shutdown(
             tokio_stream::wrappers::TcpListenerStream::new(listener),
             shutdown.clone().requested(),

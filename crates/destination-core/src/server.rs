@@ -2,14 +2,17 @@
 //! that parses requests, subscribes to the index's shared groups and turns
 //! group states into a stream of `Update`s.
 
-use std::{pin::Pin, sync::Arc};
+use std::{future::Future, pin::Pin, sync::Arc, task::Poll};
 
 use futures::Stream;
+use http_body_util::BodyExt;
 use linkerd2_proxy_api::destination::{
-    DestinationProfile, GetDestination, Update, destination_server::Destination,
+    DestinationProfile, GetDestination, Update,
+    destination_server::{Destination, DestinationServer},
 };
 use parking_lot::RwLock;
 use tokio::sync::watch;
+use tonic::server::NamedService;
 use tonic::{Request, Response, Status};
 
 use crate::{
@@ -17,6 +20,9 @@ use crate::{
     context_token::ContextToken,
     endpoints_index::{EndpointsIndex, SubscribeError},
     filter::FilterKey,
+    grpc_stream::{
+        FramedStream, MAX_REQUEST_BYTES, decode_request, error_response, response_headers,
+    },
     metrics::DestinationMetrics,
     publisher::{GroupState, StreamCursor},
 };
@@ -79,16 +85,11 @@ struct StreamState {
     shutdown: watch::Receiver<bool>,
 }
 
-#[tonic::async_trait]
-impl Destination for DestinationService {
-    type GetStream = UpdateStream<Update>;
-    type GetProfileStream = UpdateStream<DestinationProfile>;
-
-    async fn get(
-        &self,
-        request: Request<GetDestination>,
-    ) -> Result<Response<Self::GetStream>, Status> {
-        let request = request.into_inner();
+impl DestinationService {
+    /// Opens a `Get` stream: the first message is the current snapshot of
+    /// the target's group, then one step per change (coalesced when the
+    /// client is slow).
+    pub fn open_get(&self, request: GetDestination) -> Result<UpdateStream<Update>, Status> {
         let target = parse_target(&request.path, &self.cluster_domain).map_err(|error| {
             self.metrics.invalid_request();
             Status::invalid_argument(format!("invalid authority {:?}: {error}", request.path))
@@ -146,7 +147,20 @@ impl Destination for DestinationService {
                 }
             }
         });
-        Ok(Response::new(Box::pin(stream)))
+        Ok(Box::pin(stream))
+    }
+}
+
+#[tonic::async_trait]
+impl Destination for DestinationService {
+    type GetStream = UpdateStream<Update>;
+    type GetProfileStream = UpdateStream<DestinationProfile>;
+
+    async fn get(
+        &self,
+        request: Request<GetDestination>,
+    ) -> Result<Response<Self::GetStream>, Status> {
+        self.open_get(request.into_inner()).map(Response::new)
     }
 
     async fn get_profile(
@@ -154,5 +168,68 @@ impl Destination for DestinationService {
         _request: Request<GetDestination>,
     ) -> Result<Response<Self::GetProfileStream>, Status> {
         Err(Status::unimplemented("GetProfile is not implemented yet"))
+    }
+}
+
+/// The gRPC service registered with the server: `Get` is answered with
+/// [`FramedStream`] bodies (no per-stream encode buffer, see
+/// [`crate::grpc_stream`]); every other method goes to the generated server.
+#[derive(Clone)]
+pub struct DestinationRouter {
+    service: DestinationService,
+    generated: DestinationServer<DestinationService>,
+}
+
+const GET_PATH: &str = "/io.linkerd.proxy.destination.Destination/Get";
+
+impl DestinationRouter {
+    pub fn new(service: DestinationService) -> Self {
+        Self {
+            generated: DestinationServer::new(service.clone()),
+            service,
+        }
+    }
+}
+
+impl NamedService for DestinationRouter {
+    const NAME: &'static str = <DestinationServer<DestinationService> as NamedService>::NAME;
+}
+
+impl tower::Service<http::Request<tonic::body::Body>> for DestinationRouter {
+    type Response = http::Response<tonic::body::Body>;
+    type Error = std::convert::Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut std::task::Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
+        if request.uri().path() != GET_PATH {
+            let mut generated = self.generated.clone();
+            return Box::pin(async move { generated.call(request).await });
+        }
+        let service = self.service.clone();
+        Box::pin(async move {
+            let limited = http_body_util::Limited::new(request.into_body(), MAX_REQUEST_BYTES);
+            let body = match limited.collect().await {
+                Ok(collected) => collected.to_bytes(),
+                Err(error) => {
+                    let status = Status::invalid_argument(format!("reading the request: {error}"));
+                    return Ok(error_response(&status));
+                }
+            };
+            let response = decode_request::<GetDestination>(&body)
+                .and_then(|request| service.open_get(request));
+            Ok(match response {
+                Ok(stream) => {
+                    let mut response =
+                        http::Response::new(tonic::body::Body::new(FramedStream::new(stream)));
+                    *response.headers_mut() = response_headers();
+                    response
+                }
+                Err(status) => error_response(&status),
+            })
+        })
     }
 }

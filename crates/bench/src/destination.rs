@@ -1,0 +1,388 @@
+//! `meridian-bench destination`: many concurrent `Destination.Get` streams
+//! against a `destination` process watching the real local control plane.
+//!
+//! Services, pods and EndpointSlices are written through the real
+//! kube-apiserver; the destination sees them through its watches (real index
+//! events). Slices are written directly (selector-less Services) so the
+//! figures measure Meridian, not kube-controller-manager's batching.
+//!
+//! Prints the destination's RSS before and after opening the streams, the
+//! marginal bytes per stream, and the p50/p99 time from an EndpointSlice
+//! write to the moment every stream of that Service has received the update
+//! (apiserver write + watch delivery + fan-out).
+
+use std::{
+    collections::HashMap,
+    net::SocketAddr,
+    path::PathBuf,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, bail};
+use futures::{StreamExt, stream};
+use k8s_openapi::api::{
+    core::v1::{Namespace, Pod, Service},
+    discovery::v1::EndpointSlice,
+};
+use kube::{
+    Api,
+    api::{Patch, PatchParams, PostParams},
+};
+use linkerd2_proxy_api::destination::{GetDestination, destination_client::DestinationClient};
+use local_cluster::{Cluster, ClusterOptions, Lifetime, ManagedProcess};
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use crate::stats::{ms, percentile, rss_bytes};
+
+const NS: &str = "bench";
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Concurrent Get streams.
+    #[arg(long, default_value_t = 10_000)]
+    streams: usize,
+    /// Services in total.
+    #[arg(long, default_value_t = 100)]
+    services: usize,
+    /// Hot services (half of the streams subscribe to them).
+    #[arg(long, default_value_t = 3)]
+    hot_services: usize,
+    /// Endpoints of each hot service.
+    #[arg(long, default_value_t = 200)]
+    hot_endpoints: usize,
+    /// Endpoints of each other service.
+    #[arg(long, default_value_t = 4)]
+    endpoints: usize,
+    /// Endpoint changes to time.
+    #[arg(long, default_value_t = 40)]
+    changes: usize,
+    /// HTTP/2 connections the streams are spread over.
+    #[arg(long, default_value_t = 50)]
+    connections: usize,
+    /// The `destination` binary to benchmark.
+    #[arg(long)]
+    destination_bin: PathBuf,
+}
+
+struct Plan {
+    /// Endpoint count per service.
+    sizes: Vec<usize>,
+}
+
+impl Plan {
+    fn new(args: &Args) -> Self {
+        let sizes = (0..args.services)
+            .map(|i| {
+                if i < args.hot_services {
+                    args.hot_endpoints
+                } else {
+                    args.endpoints
+                }
+            })
+            .collect();
+        Self { sizes }
+    }
+
+    /// The service of stream `i`: half the streams on hot services.
+    fn service_of(&self, i: usize, hot: usize) -> usize {
+        let n = self.sizes.len();
+        if hot > 0 && i % 2 == 0 {
+            (i / 2) % hot
+        } else if n > hot {
+            hot + (i / 2) % (n - hot)
+        } else {
+            i % n
+        }
+    }
+}
+
+fn svc_name(i: usize) -> String {
+    format!("svc-{i}")
+}
+
+fn pod_ip(service: usize, endpoint: usize) -> String {
+    let n = service * 1000 + endpoint;
+    format!("10.{}.{}.{}", 100 + n / 65536, (n / 256) % 256, n % 256)
+}
+
+fn slice_endpoints(service: usize, size: usize, not_ready: Option<usize>) -> serde_json::Value {
+    let endpoints: Vec<_> = (0..size)
+        .map(|e| {
+            json!({
+                "addresses": [pod_ip(service, e)],
+                "conditions": {"ready": Some(e) != not_ready},
+                "targetRef": {"kind": "Pod", "namespace": NS, "name": format!("{}-{e}", svc_name(service))},
+            })
+        })
+        .collect();
+    serde_json::Value::Array(endpoints)
+}
+
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    let plan = Plan::new(&args);
+    let total_pods: usize = plan.sizes.iter().sum();
+    println!(
+        "destination bench: {} streams over {} connections; {} services ({} hot × {} endpoints, others × {}), {} pods",
+        args.streams,
+        args.connections,
+        args.services,
+        args.hot_services,
+        args.hot_endpoints,
+        args.endpoints,
+        total_pods
+    );
+    let work_dir = std::env::temp_dir().join(format!("meridian-bench-{}", std::process::id()));
+    let cluster = Cluster::start(ClusterOptions::new(&work_dir, Lifetime::Tied)).await?;
+    let client = cluster.client()?;
+    let setup = Instant::now();
+    populate(&client, &plan).await?;
+    println!(
+        "  cluster populated in {:.1}s",
+        setup.elapsed().as_secs_f64()
+    );
+
+    let grpc_addr = free_addr()?;
+    let admin_addr = free_addr()?;
+    let log = work_dir.join("destination.log");
+    let mut destination = ManagedProcess::spawn(
+        "destination",
+        &args.destination_bin,
+        &[
+            format!("--kubeconfig={}", cluster.kubeconfig_path().display()),
+            format!("--addr={grpc_addr}"),
+            format!("--admin-addr={admin_addr}"),
+            "--log-level=warn".into(),
+        ],
+        &log,
+        Lifetime::Tied,
+    )?;
+    wait_ready(admin_addr).await?;
+    let pid = destination.pid().context("destination pid")?;
+
+    let channels = connect(grpc_addr, args.connections).await?;
+    let (events_tx, mut events_rx) = mpsc::unbounded_channel::<(usize, Instant)>();
+    let ready = Arc::new(AtomicUsize::new(0));
+    // One warm stream per service first, so every publisher and group
+    // exists: what follows is the marginal cost of a stream.
+    let mut per_service = vec![0usize; args.services];
+    for s in 0..args.services {
+        open_stream(&channels[s % channels.len()], s, &events_tx, &ready);
+        per_service[s] += 1;
+    }
+    wait_count(&ready, args.services).await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let before = rss_bytes(pid).context("reading RSS")?;
+
+    let opened = Instant::now();
+    for i in 0..args.streams {
+        let s = plan.service_of(i, args.hot_services);
+        open_stream(&channels[i % channels.len()], s, &events_tx, &ready);
+        per_service[s] += 1;
+    }
+    wait_count(&ready, args.services + args.streams).await?;
+    let open_time = opened.elapsed();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = rss_bytes(pid).context("reading RSS")?;
+    while events_rx.try_recv().is_ok() {}
+
+    // Fan-out latency of one endpoint change on a hot service.
+    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), NS);
+    let hot = args.hot_services.max(1);
+    let mut samples = Vec::with_capacity(args.changes);
+    let mut not_ready: HashMap<usize, Option<usize>> = HashMap::new();
+    for k in 0..args.changes {
+        let s = k % hot;
+        let size = plan.sizes[s];
+        let flip = not_ready
+            .get(&s)
+            .copied()
+            .flatten()
+            .map_or(Some(k % size.max(1)), |_| None);
+        not_ready.insert(s, flip);
+        let patch = json!({ "endpoints": slice_endpoints(s, size, flip) });
+        let t0 = Instant::now();
+        slices
+            .patch(
+                &svc_name(s),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await?;
+        let expected = per_service[s];
+        let mut seen = 0usize;
+        let mut last = t0;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while seen < expected {
+            match tokio::time::timeout_at(deadline, events_rx.recv()).await {
+                Ok(Some((svc, at))) if svc == s => {
+                    seen += 1;
+                    last = last.max(at);
+                }
+                Ok(Some(_)) => {}
+                _ => bail!("change {k}: only {seen}/{expected} streams got the update within 30s"),
+            }
+        }
+        samples.push(last - t0);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+    println!("  streams opened in {:.2}s", open_time.as_secs_f64());
+    println!("  destination RSS with {} warm streams: {:.1} MiB", args.services, mib(before));
+    println!(
+        "  destination RSS with {} more streams: {:.1} MiB",
+        args.streams,
+        mib(after)
+    );
+    println!(
+        "  marginal memory per stream: {} bytes (target ≤ 4096)",
+        after.saturating_sub(before) / args.streams.max(1) as u64
+    );
+    let fan_out: Vec<usize> = (0..hot).map(|s| per_service[s]).collect();
+    println!(
+        "  endpoint change → every subscribed stream ({} changes, {:?} streams per hot service):",
+        samples.len(),
+        fan_out
+    );
+    println!(
+        "    p50 {}, p99 {}, max {} (target p99 ≤ 50 ms)",
+        ms(percentile(&samples, 50.0)),
+        ms(percentile(&samples, 99.0)),
+        ms(percentile(&samples, 100.0))
+    );
+    destination.stop(Duration::from_secs(5));
+    drop(cluster);
+    let _ = std::fs::remove_dir_all(&work_dir);
+    Ok(())
+}
+
+async fn populate(client: &kube::Client, plan: &Plan) -> anyhow::Result<()> {
+    let mut ns = Namespace::default();
+    ns.metadata.name = Some(NS.into());
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let pod_specs: Vec<(usize, usize)> = plan
+        .sizes
+        .iter()
+        .enumerate()
+        .flat_map(|(s, n)| (0..*n).map(move |e| (s, e)))
+        .collect();
+    let results: Vec<kube::Result<Pod>> = stream::iter(pod_specs)
+        .map(|(s, e)| {
+            let pods = pods.clone();
+            async move {
+                let pod = local_cluster::workload::PodSpecBuilder::new(
+                    &format!("{}-{e}", svc_name(s)),
+                    "node-1",
+                )
+                .label("app", &svc_name(s))
+                .port(Some("http"), 8080)
+                .meshed("linkerd")
+                .build();
+                pods.create(&PostParams::default(), &pod).await
+            }
+        })
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    for result in results {
+        result?;
+    }
+    let services: Api<Service> = Api::namespaced(client.clone(), NS);
+    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), NS);
+    for (s, size) in plan.sizes.iter().enumerate() {
+        let svc: Service = serde_json::from_value(json!({
+            "metadata": {"name": svc_name(s)},
+            "spec": {"ports": [{"name": "http", "port": 80, "targetPort": "http"}]}
+        }))?;
+        services.create(&PostParams::default(), &svc).await?;
+        let slice: EndpointSlice = serde_json::from_value(json!({
+            "metadata": {"name": svc_name(s), "labels": {
+                "kubernetes.io/service-name": svc_name(s),
+                "endpointslice.kubernetes.io/managed-by": "meridian-bench"
+            }},
+            "addressType": "IPv4",
+            "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+            "endpoints": slice_endpoints(s, *size, None),
+        }))?;
+        slices.create(&PostParams::default(), &slice).await?;
+    }
+    Ok(())
+}
+
+fn open_stream(
+    channel: &tonic::transport::Channel,
+    service: usize,
+    events: &mpsc::UnboundedSender<(usize, Instant)>,
+    ready: &Arc<AtomicUsize>,
+) {
+    let mut client = DestinationClient::new(channel.clone());
+    let events = events.clone();
+    let ready = ready.clone();
+    tokio::spawn(async move {
+        let request = GetDestination {
+            scheme: "k8s".into(),
+            path: format!("{}.{NS}.svc.cluster.local:80", svc_name(service)),
+            context_token: String::new(),
+        };
+        let Ok(response) = client.get(request).await else {
+            return;
+        };
+        let mut stream = response.into_inner();
+        if let Ok(Some(_)) = stream.message().await {
+            ready.fetch_add(1, Ordering::Relaxed);
+        }
+        while let Ok(Some(_)) = stream.message().await {
+            if events.send((service, Instant::now())).is_err() {
+                return;
+            }
+        }
+    });
+}
+
+async fn connect(addr: SocketAddr, n: usize) -> anyhow::Result<Vec<tonic::transport::Channel>> {
+    let mut channels = Vec::with_capacity(n);
+    for _ in 0..n.max(1) {
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))?
+            .connect()
+            .await?;
+        channels.push(channel);
+    }
+    Ok(channels)
+}
+
+async fn wait_count(counter: &AtomicUsize, want: usize) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while counter.load(Ordering::Relaxed) < want {
+        if Instant::now() > deadline {
+            bail!(
+                "only {}/{want} streams received their snapshot",
+                counter.load(Ordering::Relaxed)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(())
+}
+
+async fn wait_ready(admin: SocketAddr) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while Instant::now() < deadline {
+        if let Ok((200, _)) = local_cluster::probe::http_get(admin, "/ready").await {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    bail!("destination not ready after 120s")
+}
+
+fn free_addr() -> anyhow::Result<SocketAddr> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?)
+}

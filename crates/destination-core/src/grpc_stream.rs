@@ -1,0 +1,173 @@
+//! Server-streaming gRPC responses with no per-stream encode buffer.
+//!
+//! tonic's generated servers encode every stream's messages through a
+//! buffer that starts at 8 KiB and keeps the size of the largest message
+//! sent (a full snapshot of a large Service), for the life of the stream.
+//! With tens of thousands of long-lived `Get` streams that dominates memory.
+//! Here each message is encoded into its own exactly-sized frame, which is
+//! freed as soon as HTTP/2 has written it, so an idle stream holds no
+//! encoded bytes at all.
+
+use std::{
+    pin::Pin,
+    task::{Context, Poll},
+};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use futures::Stream;
+use http::{HeaderMap, HeaderValue};
+use http_body::Frame;
+use prost::Message;
+use tonic::Status;
+
+/// Largest request message accepted (a `GetDestination` is a few hundred bytes).
+pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
+
+const GRPC_CONTENT_TYPE: &str = "application/grpc";
+
+/// Decodes a unary request body (one uncompressed length-prefixed message).
+pub fn decode_request<M: Message + Default>(body: &[u8]) -> Result<M, Status> {
+    let [compressed, a, b, c, d, rest @ ..] = body else {
+        return Err(Status::invalid_argument(
+            "request body is not a gRPC message",
+        ));
+    };
+    if *compressed != 0 {
+        return Err(Status::unimplemented(
+            "compressed requests are not supported",
+        ));
+    }
+    let len = u32::from_be_bytes([*a, *b, *c, *d]) as usize;
+    if rest.len() != len {
+        return Err(Status::invalid_argument(format!(
+            "gRPC message length {len} does not match the {} bytes received",
+            rest.len()
+        )));
+    }
+    M::decode(rest).map_err(|e| Status::invalid_argument(format!("malformed request: {e}")))
+}
+
+/// One length-prefixed gRPC frame holding `message`, exactly sized.
+pub fn encode_frame<M: Message>(message: &M) -> Bytes {
+    let len = message.encoded_len();
+    let mut buf = BytesMut::with_capacity(5 + len);
+    buf.put_u8(0);
+    buf.put_u32(u32::try_from(len).unwrap_or(u32::MAX));
+    // Encoding into a buffer with enough capacity cannot fail.
+    let _ = message.encode(&mut buf);
+    buf.freeze()
+}
+
+/// The headers of a gRPC response.
+pub fn response_headers() -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static(GRPC_CONTENT_TYPE),
+    );
+    headers
+}
+
+/// The trailers carrying a status.
+pub fn status_trailers(status: &Status) -> HeaderMap {
+    let mut trailers = HeaderMap::new();
+    // `Status::add_header` percent-encodes the message as gRPC requires.
+    if status.add_header(&mut trailers).is_err() {
+        trailers.insert("grpc-status", HeaderValue::from(status.code() as i32));
+    }
+    trailers
+}
+
+/// A "trailers-only" error response: headers carry the status, no body.
+pub fn error_response(status: &Status) -> http::Response<tonic::body::Body> {
+    let mut response = http::Response::new(tonic::body::Body::empty());
+    *response.headers_mut() = response_headers();
+    response.headers_mut().extend(status_trailers(status));
+    response
+}
+
+/// A response body that frames each message of a stream, then ends with
+/// `grpc-status` trailers (OK when the stream ends, the error otherwise).
+pub struct FramedStream<S> {
+    stream: Pin<Box<S>>,
+    done: bool,
+}
+
+impl<S> FramedStream<S> {
+    pub fn new(stream: S) -> Self {
+        Self {
+            stream: Box::pin(stream),
+            done: false,
+        }
+    }
+}
+
+impl<S, M> http_body::Body for FramedStream<S>
+where
+    S: Stream<Item = Result<M, Status>>,
+    M: Message,
+{
+    type Data = Bytes;
+    type Error = Status;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+        if self.done {
+            return Poll::Ready(None);
+        }
+        match self.stream.as_mut().poll_next(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Some(Ok(message))) => {
+                Poll::Ready(Some(Ok(Frame::data(encode_frame(&message)))))
+            }
+            Poll::Ready(Some(Err(status))) => {
+                self.done = true;
+                Poll::Ready(Some(Ok(Frame::trailers(status_trailers(&status)))))
+            }
+            Poll::Ready(None) => {
+                self.done = true;
+                Poll::Ready(Some(Ok(Frame::trailers(status_trailers(&Status::ok(""))))))
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.done
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use linkerd2_proxy_api::destination::GetDestination;
+
+    #[test]
+    fn frames_round_trip() {
+        let request = GetDestination {
+            scheme: "k8s".into(),
+            path: "web.ns.svc.cluster.local:80".into(),
+            context_token: String::new(),
+        };
+        let frame = encode_frame(&request);
+        assert_eq!(frame.len(), 5 + request.encoded_len());
+        let decoded: GetDestination = decode_request(&frame).expect("decode");
+        assert_eq!(decoded, request);
+    }
+
+    #[test]
+    fn malformed_requests_are_invalid_argument() {
+        for body in [
+            &b""[..],
+            &b"\x00\x00\x00"[..],
+            &b"\x00\x00\x00\x00\x09abc"[..],
+        ] {
+            let status = decode_request::<GetDestination>(body).expect_err("malformed");
+            assert_eq!(status.code(), tonic::Code::InvalidArgument, "{body:?}");
+        }
+        let status =
+            decode_request::<GetDestination>(b"\x01\x00\x00\x00\x00").expect_err("compressed");
+        assert_eq!(status.code(), tonic::Code::Unimplemented);
+    }
+}

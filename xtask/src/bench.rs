@@ -1,0 +1,48 @@
+//! `cargo xtask bench <name>`: builds the servers and the benchmark client in
+//! release mode, then runs `meridian-bench <name>`, which prints figures.
+
+use std::process::Command;
+
+use anyhow::{Context, bail};
+use clap::Args;
+
+use crate::paths::workspace_root;
+
+#[derive(Args)]
+pub struct BenchArgs {
+    /// Which benchmark: destination.
+    pub name: String,
+    /// Arguments for the benchmark (see `meridian-bench <name> --help`).
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    pub args: Vec<String>,
+}
+
+pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+    crate::cluster::build()?;
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(&cargo)
+        .args(["build", "--release", "-p", "bench", "-p", "destination-core"])
+        .current_dir(workspace_root())
+        .status()
+        .context("running cargo build --release")?;
+    if !status.success() {
+        bail!("cargo build --release failed with {status}");
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target"))
+        .join("release");
+    let mut bench = Command::new(target.join("meridian-bench"));
+    bench.arg(&args.name);
+    if args.name == "destination" {
+        bench.arg(format!(
+            "--destination-bin={}",
+            target.join("destination").display()
+        ));
+    }
+    let status = bench.args(&args.args).status().context("running meridian-bench")?;
+    if !status.success() {
+        bail!("benchmark failed with {status}");
+    }
+    Ok(())
+}

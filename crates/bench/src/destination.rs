@@ -91,7 +91,7 @@ impl Plan {
     /// The service of stream `i`: half the streams on hot services.
     fn service_of(&self, i: usize, hot: usize) -> usize {
         let n = self.sizes.len();
-        if hot > 0 && i % 2 == 0 {
+        if hot > 0 && i.is_multiple_of(2) {
             (i / 2) % hot
         } else if n > hot {
             hot + (i / 2) % (n - hot)

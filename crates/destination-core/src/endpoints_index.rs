@@ -155,10 +155,10 @@ impl EndpointsIndex {
         let Some(ports) = self.publishers.get_mut(service) else {
             return;
         };
-        if let Some(publisher) = ports.get_mut(&port) {
-            if publisher.release(key, &self.metrics) {
-                ports.remove(&port);
-            }
+        if let Some(publisher) = ports.get_mut(&port)
+            && publisher.release(key, &self.metrics)
+        {
+            ports.remove(&port);
         }
         if ports.is_empty() {
             self.publishers.remove(service);

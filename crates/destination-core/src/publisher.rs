@@ -109,10 +109,10 @@ impl PortPublisher {
         if let Some(group) = self.groups.get(key) {
             let receivers = group.tx.receiver_count();
             group.metrics.set_subscribers(receivers);
-            if receivers == 0 {
-                if let Some(group) = self.groups.remove(key) {
-                    metrics.remove_group(&group.metrics);
-                }
+            if receivers == 0
+                && let Some(group) = self.groups.remove(key)
+            {
+                metrics.remove_group(&group.metrics);
             }
         }
         self.groups.is_empty()

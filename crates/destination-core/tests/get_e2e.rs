@@ -132,7 +132,7 @@ impl EndpointStream {
 
     async fn wait_addrs(&mut self, what: &str, want: &BTreeSet<SocketAddr>) {
         self.wait_for(what, |s| {
-            s.addrs() == *want && s.no_endpoints.is_none() == !want.is_empty()
+            s.addrs() == *want && s.no_endpoints.is_none() != want.is_empty()
         })
         .await;
     }
@@ -143,7 +143,7 @@ fn socket_addr(addr: &WeightedAddr) -> SocketAddr {
 }
 
 fn tcp_addr(addr: &linkerd2_proxy_api::net::TcpAddress) -> SocketAddr {
-    let ip: IpAddr = addr.ip.clone().expect("ip").try_into().expect("valid ip");
+    let ip: IpAddr = addr.ip.expect("ip").try_into().expect("valid ip");
     SocketAddr::new(ip, u16::try_from(addr.port).expect("port"))
 }
 

@@ -34,7 +34,7 @@ pub type SharedIndex<I> = Arc<RwLock<I>>;
 /// [`DeserializeGuard`] around a custom resource that may be invalid.
 pub trait Checked: Resource + Clone + DeserializeOwned + Debug + Send + 'static {
     type Object: Resource + Send;
-    fn checked(self) -> Result<Self::Object, InvalidObject>;
+    fn checked(self) -> Result<Self::Object, Box<InvalidObject>>;
 }
 
 impl<K> Checked for DeserializeGuard<K>
@@ -43,8 +43,8 @@ where
     K::DynamicType: Default,
 {
     type Object = K;
-    fn checked(self) -> Result<K, InvalidObject> {
-        self.0
+    fn checked(self) -> Result<K, Box<InvalidObject>> {
+        self.0.map_err(Box::new)
     }
 }
 
@@ -52,7 +52,7 @@ macro_rules! always_valid {
     ($($ty:ty),* $(,)?) => {$(
         impl Checked for $ty {
             type Object = $ty;
-            fn checked(self) -> Result<$ty, InvalidObject> {
+            fn checked(self) -> Result<$ty, Box<InvalidObject>> {
                 Ok(self)
             }
         }
@@ -234,11 +234,11 @@ impl<K: Resource> WatchState<K> {
                     Ok(obj) => ObjectKey::of(&obj),
                     Err(invalid) => Some(key_of_invalid(&invalid)),
                 };
-                if let Some(key) = key {
-                    if self.known.remove(&key) {
-                        index.write().delete(key);
-                        metrics.deleted.inc();
-                    }
+                if let Some(key) = key
+                    && self.known.remove(&key)
+                {
+                    index.write().delete(key);
+                    metrics.deleted.inc();
                 }
             }
         }
@@ -291,8 +291,7 @@ mod tests {
             metrics.kind("services"),
             tx,
         ));
-        let synced = *rx.borrow();
-        synced
+        *rx.borrow()
     }
 
     fn names(index: &SharedIndex<ObjectCache<Service>>) -> Vec<String> {

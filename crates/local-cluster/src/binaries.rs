@@ -310,7 +310,7 @@ fn go_build(module_dir: &Path, args: &[&str], progress: &dyn Fn(&str)) -> Result
     if let Some(stderr) = child.stderr.take() {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
             packages += 1;
-            if packages % 250 == 0 {
+            if packages.is_multiple_of(250) {
                 progress(&format!(
                     "  … {packages} packages compiled ({:.0}s), now {line}",
                     started.elapsed().as_secs_f64()

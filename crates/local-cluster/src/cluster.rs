@@ -306,10 +306,10 @@ impl Cluster {
             let request = http::Request::get("/readyz")
                 .body(Vec::new())
                 .map_err(|e| io_err("building /readyz request")(std::io::Error::other(e)))?;
-            if let Ok(body) = client.request_text(request).await {
-                if body.trim() == "ok" {
-                    return Ok(apiserver);
-                }
+            if let Ok(body) = client.request_text(request).await
+                && body.trim() == "ok"
+            {
+                return Ok(apiserver);
             }
             check_alive(&mut apiserver)?;
             if Instant::now() > deadline {
@@ -443,8 +443,7 @@ impl Cluster {
     fn kubeconfig_yaml(&self, port: u16) -> String {
         let ca = base64::engine::general_purpose::STANDARD.encode(&self.ca_pem);
         format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: meridian-local\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\nusers:\n- name: admin\n  user:\n    token: {token}\ncontexts:\n- name: meridian-local\n  context:\n    cluster: meridian-local\n    user: admin\ncurrent-context: meridian-local\n",
-            server = format!("https://127.0.0.1:{port}"),
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: meridian-local\n  cluster:\n    server: https://127.0.0.1:{port}\n    certificate-authority-data: {ca}\nusers:\n- name: admin\n  user:\n    token: {token}\ncontexts:\n- name: meridian-local\n  context:\n    cluster: meridian-local\n    user: admin\ncurrent-context: meridian-local\n",
             token = self.token,
         )
     }

@@ -6,10 +6,13 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
+/// A named component and its readiness.
+type Component = (String, watch::Receiver<bool>);
+
 /// The set of components whose readiness gates `/ready`.
 #[derive(Clone, Debug, Default)]
 pub struct Readiness {
-    components: Arc<std::sync::Mutex<Vec<(String, watch::Receiver<bool>)>>>,
+    components: Arc<std::sync::Mutex<Vec<Component>>>,
 }
 
 /// A component's handle to report its own readiness.
@@ -45,7 +48,7 @@ impl Readiness {
         self.not_ready().is_empty()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(String, watch::Receiver<bool>)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Component>> {
         // A poisoned lock only means a panic elsewhere; the data is a list of
         // receivers and stays consistent.
         self.components

@@ -55,10 +55,10 @@ impl ServerProcess {
         let deadline = Instant::now() + Duration::from_secs(60);
         let mut last = String::new();
         while Instant::now() < deadline {
-            if let Some(child) = self.child.as_mut() {
-                if let Ok(Some(status)) = child.try_wait() {
-                    panic!("{} exited during start-up: {status}", self.name);
-                }
+            if let Some(child) = self.child.as_mut()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                panic!("{} exited during start-up: {status}", self.name);
             }
             match http_get(self.admin_addr, "/ready").await {
                 Ok((200, _)) => return,

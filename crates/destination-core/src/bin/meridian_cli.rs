@@ -123,7 +123,7 @@ async fn get(addr: &str, path: String, token: String) -> anyhow::Result<()> {
 
 fn socket_addr(addr: &TcpAddress) -> Option<SocketAddr> {
     let ip = addr.ip.as_ref()?;
-    let ip: IpAddr = ip.clone().try_into().ok()?;
+    let ip: IpAddr = (*ip).try_into().ok()?;
     Some(SocketAddr::new(ip, u16::try_from(addr.port).ok()?))
 }
 

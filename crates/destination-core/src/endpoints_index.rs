@@ -650,7 +650,14 @@ mod tests {
             .subscribe(&svc_id(), 80, FilterKey::default())
             .expect("rx");
         let mut cursor = StreamCursor::new();
+        let decode = |frames: crate::publisher::Frames| -> Vec<Update> {
+            frames
+                .iter()
+                .map(|f| crate::grpc_stream::decode_request(f).expect("a valid frame"))
+                .collect()
+        };
         let (first, _) = cursor.advance(rx.borrow_and_update().clone());
+        let first = decode(first);
         assert!(matches!(
             first[..],
             [Update {
@@ -668,6 +675,7 @@ mod tests {
         idx.apply(slice(&[("web-1", "10.0.0.2", true)]));
         // …then it catches up in one step: web-0 removed, web-1 added.
         let (updates, coalesced) = cursor.advance(rx.borrow_and_update().clone());
+        let updates = decode(updates);
         assert!(coalesced);
         let kinds: Vec<&str> = updates
             .iter()
@@ -687,6 +695,7 @@ mod tests {
         // A stream that keeps up reuses the group's precomputed step.
         idx.apply(slice(&[]));
         let (updates, coalesced) = cursor.advance(rx.borrow_and_update().clone());
+        let updates = decode(updates);
         assert!(!coalesced);
         assert_eq!(updates.len(), 1);
         assert!(matches!(

@@ -86,8 +86,9 @@ pub fn error_response(status: &Status) -> http::Response<tonic::body::Body> {
     response
 }
 
-/// A response body that frames each message of a stream, then ends with
-/// `grpc-status` trailers (OK when the stream ends, the error otherwise).
+/// A response body that writes a stream of already-encoded frames (see
+/// [`encode_frame`]), then ends with `grpc-status` trailers (OK when the
+/// stream ends, the error otherwise).
 pub struct FramedStream<S> {
     stream: Pin<Box<S>>,
     done: bool,
@@ -102,10 +103,9 @@ impl<S> FramedStream<S> {
     }
 }
 
-impl<S, M> http_body::Body for FramedStream<S>
+impl<S> http_body::Body for FramedStream<S>
 where
-    S: Stream<Item = Result<M, Status>>,
-    M: Message,
+    S: Stream<Item = Result<Bytes, Status>>,
 {
     type Data = Bytes;
     type Error = Status;
@@ -119,9 +119,7 @@ where
         }
         match self.stream.as_mut().poll_next(cx) {
             Poll::Pending => Poll::Pending,
-            Poll::Ready(Some(Ok(message))) => {
-                Poll::Ready(Some(Ok(Frame::data(encode_frame(&message)))))
-            }
+            Poll::Ready(Some(Ok(frame))) => Poll::Ready(Some(Ok(Frame::data(frame)))),
             Poll::Ready(Some(Err(status))) => {
                 self.done = true;
                 Poll::Ready(Some(Ok(Frame::trailers(status_trailers(&status)))))

@@ -10,8 +10,12 @@
 //! last snapshot against the newest one (coalescing). Nothing is queued per
 //! stream, so a slow client costs no memory and never goes backwards.
 
-use std::{collections::HashMap, sync::Arc};
+use std::{
+    collections::HashMap,
+    sync::{Arc, OnceLock},
+};
 
+use bytes::Bytes;
 use linkerd2_proxy_api::destination::Update;
 use tokio::sync::watch;
 
@@ -19,19 +23,49 @@ use crate::{
     config::TranslatorConfig,
     endpoint_translator::EndpointMap,
     filter::{FilterContext, FilterKey, filter_endpoints},
+    grpc_stream::encode_frame,
     metrics::{DestinationMetrics, GroupMetrics},
-    snapshot::{Snapshot, updates_between},
+    snapshot::{Snapshot, initial_updates, updates_between},
 };
 
-/// What a group publishes.
+/// Encoded gRPC frames, shared by every stream that sends them.
+pub type Frames = Arc<[Bytes]>;
+
+/// What a group publishes. Messages are encoded once per group, not once
+/// per stream: every stream of the group writes the same frames.
 #[derive(Debug)]
 pub struct GroupState {
     /// Incremented on every published change.
     pub version: u64,
     /// The group's current snapshot.
     pub snapshot: Arc<Snapshot>,
-    /// The updates from version `version - 1` to this one.
-    pub step: Arc<[Update]>,
+    /// The updates from version `version - 1` to this one, encoded.
+    pub step: Frames,
+    /// The first message(s) of a new stream, encoded on first use.
+    initial: OnceLock<Frames>,
+}
+
+impl GroupState {
+    fn new(version: u64, snapshot: Snapshot, step: Frames) -> Self {
+        Self {
+            version,
+            snapshot: Arc::new(snapshot),
+            step,
+            initial: OnceLock::new(),
+        }
+    }
+
+    /// The frames that start a new stream at this state.
+    pub fn initial_frames(&self) -> Frames {
+        self.initial
+            .get_or_init(|| encode(&initial_updates(&self.snapshot)))
+            .clone()
+    }
+}
+
+/// Encodes messages into frames.
+pub fn encode(updates: &[Update]) -> Frames {
+    updates.iter().map(encode_frame).collect()
 }
 
 /// The Service-level inputs of a port publisher, recomputed on every change.
@@ -90,11 +124,7 @@ impl PortPublisher {
             return rx;
         }
         let snapshot = build_snapshot(&self.inputs, &key, cx, None);
-        let state = GroupState {
-            version: 0,
-            step: Arc::from(Vec::new()),
-            snapshot: Arc::new(snapshot),
-        };
+        let state = GroupState::new(0, snapshot, Arc::from(Vec::new()));
         let metrics = cx.metrics.group(labels);
         metrics.observe(&state.snapshot);
         let (tx, rx) = watch::channel(Arc::new(state));
@@ -130,12 +160,8 @@ impl Group {
         if *current.snapshot == snapshot {
             return;
         }
-        let step: Arc<[Update]> = Arc::from(updates_between(&current.snapshot, &snapshot));
-        let state = GroupState {
-            version: current.version + 1,
-            snapshot: Arc::new(snapshot),
-            step,
-        };
+        let step = encode(&updates_between(&current.snapshot, &snapshot));
+        let state = GroupState::new(current.version + 1, snapshot, step);
         self.metrics.observe(&state.snapshot);
         self.metrics.updated();
         self.tx.send_replace(Arc::new(state));
@@ -180,17 +206,22 @@ impl StreamCursor {
         Self { last: None }
     }
 
-    /// The messages that bring this stream to `newest`, and whether
-    /// intermediate versions were skipped (coalesced).
-    pub fn advance(&mut self, newest: Arc<GroupState>) -> (Vec<Update>, bool) {
-        let (updates, coalesced) = match &self.last {
-            None => (crate::snapshot::initial_updates(&newest.snapshot), false),
-            Some(last) if last.version == newest.version => (Vec::new(), false),
-            Some(last) if last.version + 1 == newest.version => (newest.step.to_vec(), false),
-            Some(last) => (updates_between(&last.snapshot, &newest.snapshot), true),
+    /// The frames that bring this stream to `newest`, and whether
+    /// intermediate versions were skipped (coalesced). A stream that kept up
+    /// shares the group's frames; only a stream that fell behind encodes its
+    /// own diff.
+    pub fn advance(&mut self, newest: Arc<GroupState>) -> (Frames, bool) {
+        let (frames, coalesced) = match &self.last {
+            None => (newest.initial_frames(), false),
+            Some(last) if last.version == newest.version => (Arc::from(Vec::new()), false),
+            Some(last) if last.version + 1 == newest.version => (newest.step.clone(), false),
+            Some(last) => (
+                encode(&updates_between(&last.snapshot, &newest.snapshot)),
+                true,
+            ),
         };
         self.last = Some(newest);
-        (updates, coalesced)
+        (frames, coalesced)
     }
 }
 

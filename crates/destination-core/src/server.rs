@@ -4,6 +4,7 @@
 
 use std::{future::Future, pin::Pin, sync::Arc, task::Poll};
 
+use bytes::Bytes;
 use futures::Stream;
 use http_body_util::BodyExt;
 use linkerd2_proxy_api::destination::{
@@ -24,11 +25,14 @@ use crate::{
         FramedStream, MAX_REQUEST_BYTES, decode_request, error_response, response_headers,
     },
     metrics::DestinationMetrics,
-    publisher::{GroupState, StreamCursor},
+    publisher::{Frames, GroupState, StreamCursor},
 };
 
 /// A stream of gRPC messages.
 pub type UpdateStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
+
+/// A stream of encoded gRPC frames.
+pub type FrameStream = Pin<Box<dyn Stream<Item = Result<Bytes, Status>> + Send + 'static>>;
 
 /// The Destination service.
 #[derive(Clone)]
@@ -80,16 +84,18 @@ impl Drop for Subscription {
 struct StreamState {
     sub: Subscription,
     cursor: StreamCursor,
-    pending: std::collections::VecDeque<Update>,
+    /// Frames being written, and the next one to write.
+    frames: Frames,
+    next: usize,
     started: bool,
     shutdown: watch::Receiver<bool>,
 }
 
 impl DestinationService {
-    /// Opens a `Get` stream: the first message is the current snapshot of
+    /// Opens a `Get` stream of encoded frames: first the current snapshot of
     /// the target's group, then one step per change (coalesced when the
-    /// client is slow).
-    pub fn open_get(&self, request: GetDestination) -> Result<UpdateStream<Update>, Status> {
+    /// client is slow). Frames are shared with the group's other streams.
+    pub fn open_get(&self, request: GetDestination) -> Result<FrameStream, Status> {
         let target = parse_target(&request.path, &self.cluster_domain).map_err(|error| {
             self.metrics.invalid_request();
             Status::invalid_argument(format!("invalid authority {:?}: {error}", request.path))
@@ -118,33 +124,32 @@ impl DestinationService {
                 metrics: self.metrics.clone(),
             },
             cursor: StreamCursor::new(),
-            pending: Default::default(),
+            frames: Arc::from(Vec::new()),
+            next: 0,
             started: false,
             shutdown: self.shutdown.clone(),
         };
-        let metrics = self.metrics.clone();
-        let stream = futures::stream::unfold(state, move |mut state| {
-            let metrics = metrics.clone();
-            async move {
-                loop {
-                    if let Some(update) = state.pending.pop_front() {
-                        return Some((Ok(update), state));
-                    }
-                    let rx = state.sub.rx.as_mut()?;
-                    if state.started {
-                        tokio::select! {
-                            changed = rx.changed() => changed.ok()?,
-                            _ = state.shutdown.wait_for(|stop| *stop) => return None,
-                        }
-                    }
-                    state.started = true;
-                    let newest = rx.borrow_and_update().clone();
-                    let (updates, coalesced) = state.cursor.advance(newest);
-                    if coalesced {
-                        metrics.coalesced();
-                    }
-                    state.pending.extend(updates);
+        let stream = futures::stream::unfold(state, |mut state| async move {
+            loop {
+                if let Some(frame) = state.frames.get(state.next) {
+                    state.next += 1;
+                    return Some((Ok(frame.clone()), state));
                 }
+                let rx = state.sub.rx.as_mut()?;
+                if state.started {
+                    tokio::select! {
+                        changed = rx.changed() => changed.ok()?,
+                        _ = state.shutdown.wait_for(|stop| *stop) => return None,
+                    }
+                }
+                state.started = true;
+                let newest = rx.borrow_and_update().clone();
+                let (frames, coalesced) = state.cursor.advance(newest);
+                if coalesced {
+                    state.sub.metrics.coalesced();
+                }
+                state.frames = frames;
+                state.next = 0;
             }
         });
         Ok(Box::pin(stream))
@@ -158,9 +163,11 @@ impl Destination for DestinationService {
 
     async fn get(
         &self,
-        request: Request<GetDestination>,
+        _request: Request<GetDestination>,
     ) -> Result<Response<Self::GetStream>, Status> {
-        self.open_get(request.into_inner()).map(Response::new)
+        // Never reached: `DestinationRouter` answers Get with shared,
+        // pre-encoded frames (see `open_get`).
+        Err(Status::internal("Get is served by DestinationRouter"))
     }
 
     async fn get_profile(

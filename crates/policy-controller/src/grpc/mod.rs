@@ -14,7 +14,7 @@ use linkerd2_proxy_api::inbound::{
     inbound_server_policies_server::{InboundServerPolicies, InboundServerPoliciesServer},
 };
 use meridian_runtime::Shutdown;
-use tokio_stream::wrappers::{TcpListenerStream, WatchStream};
+use tokio_stream::wrappers::WatchStream;
 
 pub use self::{
     convert::to_server,
@@ -143,7 +143,11 @@ pub async fn serve<D: DiscoverInboundServer>(
     tracing::info!(?addr, "inbound policy gRPC server listening");
     tonic::transport::Server::builder()
         .add_service(server.svc())
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown.requested())
+        .serve_with_incoming_shutdown(
+            // TCP_NODELAY: small watch updates must not wait on delayed ACKs.
+            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
+            shutdown.requested(),
+        )
         .await
 }
 

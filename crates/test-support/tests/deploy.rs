@@ -1,0 +1,34 @@
+//! The manifests in `deploy/` are accepted by a real kube-apiserver.
+
+use std::path::Path;
+
+use test_support::TestEnv;
+
+#[tokio::test]
+async fn deploy_manifests_apply_cleanly() {
+    let env = TestEnv::new("deploy").await;
+    let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy");
+    let path = |p: &str| deploy.join(p).display().to_string();
+    let cluster = env.cluster();
+
+    let (ok, out) = cluster.kubectl(&["apply", "-f", &path("crds")], None);
+    assert!(ok, "CRDs: {out}");
+    let (ok, out) = cluster.kubectl(
+        &[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=30s",
+            "-f",
+            &path("crds"),
+        ],
+        None,
+    );
+    assert!(ok, "CRDs established: {out}");
+
+    // Server-side dry run: validated and admitted by the apiserver, not persisted.
+    for manifest in ["destination.yaml", "sp-validator-webhook.yaml"] {
+        let (ok, out) =
+            cluster.kubectl(&["apply", "--dry-run=server", "-f", &path(manifest)], None);
+        assert!(ok, "{manifest}: {out}");
+    }
+}

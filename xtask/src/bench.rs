@@ -21,7 +21,14 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     crate::cluster::build()?;
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(&cargo)
-        .args(["build", "--release", "-p", "bench", "-p", "destination-core"])
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "bench",
+            "-p",
+            "destination-core",
+        ])
         .current_dir(workspace_root())
         .status()
         .context("running cargo build --release")?;
@@ -40,7 +47,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             target.join("destination").display()
         ));
     }
-    let status = bench.args(&args.args).status().context("running meridian-bench")?;
+    let status = bench
+        .args(&args.args)
+        .status()
+        .context("running meridian-bench")?;
     if !status.success() {
         bail!("benchmark failed with {status}");
     }

@@ -7,7 +7,8 @@
 //! - [`quantity`]: Kubernetes quantity syntax.
 
 pub mod decode;
-pub mod duration;
+/// Go `time.ParseDuration` semantics (shared with the destination, which reads the same fields).
+pub use k8s_api::go_duration as duration;
 pub mod quantity;
 pub mod validate;
 

@@ -4,6 +4,7 @@
 //! - [`authority`], [`context_token`]: parsing requests;
 //! - [`config`]: what the flags decide;
 //! - [`endpoint_translator`]: Kubernetes objects → endpoints → `WeightedAddr`s;
+//! - [`profile`]: ServiceProfiles → `DestinationProfile`;
 //! - [`filter`]: per-group filtering; [`snapshot`]: snapshots, diffs, `Update`s.
 //!
 //! State and serving:
@@ -20,6 +21,7 @@ pub mod endpoints_index;
 pub mod filter;
 pub mod grpc_stream;
 pub mod metrics;
+pub mod profile;
 pub mod publisher;
 pub mod runtime;
 pub mod server;

@@ -150,6 +150,28 @@ impl CertStore {
         }))
     }
 
+    /// Loads the files, retrying every second while they are missing or
+    /// unusable (a Secret may be mounted after the process starts); `None`
+    /// if `stop` resolves first.
+    pub async fn load_when_available(
+        paths: TlsPaths,
+        stop: impl Future<Output = ()>,
+    ) -> Option<Arc<Self>> {
+        tokio::pin!(stop);
+        loop {
+            match Self::load(paths.clone()) {
+                Ok(certs) => return Some(certs),
+                Err(error) => {
+                    tracing::warn!(%error, "waiting for a usable certificate");
+                    tokio::select! {
+                        () = &mut stop => return None,
+                        () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    }
+                }
+            }
+        }
+    }
+
     /// Changes each time a new certificate is loaded.
     pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
         self.generation.subscribe()

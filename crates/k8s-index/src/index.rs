@@ -62,3 +62,39 @@ pub trait Index<K> {
         }
     }
 }
+
+/// Feeds one watch into two indexes (e.g. the policy index and the status
+/// writer's), so a kind is watched once however many indexes need it.
+/// Each event is applied to `first`, then to `second`, under their own
+/// locks.
+pub struct Tee<A, B> {
+    pub first: crate::SharedIndex<A>,
+    pub second: crate::SharedIndex<B>,
+}
+
+impl<A, B> Tee<A, B> {
+    /// The pair behind the lock a watch expects.
+    pub fn shared(
+        first: crate::SharedIndex<A>,
+        second: crate::SharedIndex<B>,
+    ) -> crate::SharedIndex<Self> {
+        std::sync::Arc::new(parking_lot::RwLock::new(Self { first, second }))
+    }
+}
+
+impl<K: Clone, A: Index<K>, B: Index<K>> Index<K> for Tee<A, B> {
+    fn apply(&mut self, obj: K) {
+        self.first.write().apply(obj.clone());
+        self.second.write().apply(obj);
+    }
+
+    fn delete(&mut self, key: ObjectKey) {
+        self.first.write().delete(key.clone());
+        self.second.write().delete(key);
+    }
+
+    fn reset(&mut self, objects: Vec<K>, removed: Vec<ObjectKey>) {
+        self.first.write().reset(objects.clone(), removed.clone());
+        self.second.write().reset(objects, removed);
+    }
+}

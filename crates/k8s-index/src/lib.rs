@@ -17,6 +17,6 @@ pub mod resources;
 pub mod watch;
 
 pub use cache::ObjectCache;
-pub use index::{Index, ObjectKey};
+pub use index::{Index, ObjectKey, Tee};
 pub use metrics::IndexMetrics;
 pub use watch::{SharedIndex, WatchTask, watch_into};

@@ -6,7 +6,10 @@
 //! - [`index`]: the synchronous index of meshed pods and policy resources,
 //!   publishing each pod port's server on a watch channel.
 //! - [`grpc`]: the `InboundServerPolicies` tonic service.
-//! - [`metrics`]: index and gRPC metrics.
+//! - [`webhook`]: the admission rules of the policy kinds (same conversions
+//!   as the index), served with the shared `admission` plumbing.
+//! - [`status`]: the leader-elected HTTPRoute status writer.
+//! - [`metrics`]: index, gRPC and status-writer metrics.
 //! - [`args`]: command-line flags (names and defaults follow the original).
 //! - [`runtime`]: wires the flags to the watches, the gRPC and admin
 //!   servers, and shutdown.
@@ -17,3 +20,5 @@ pub mod grpc;
 pub mod index;
 pub mod metrics;
 pub mod runtime;
+pub mod status;
+pub mod webhook;

@@ -1,5 +1,5 @@
-//! Prometheus metrics of the inbound index (`inbound_index_*`) and of the
-//! gRPC API (`grpc_server_*`).
+//! Prometheus metrics of the inbound index (`inbound_index_*`), the gRPC
+//! API (`grpc_server_*`) and the status writer (`resource_status_*`).
 
 use prometheus_client::{
     encoding::EncodeLabelSet,
@@ -121,5 +121,45 @@ pub(crate) struct StreamGuard(Gauge);
 impl Drop for StreamGuard {
     fn drop(&mut self) {
         self.0.dec();
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PatchLabels {
+    result: &'static str,
+}
+
+/// Metrics of the HTTPRoute status writer (`resource_status_*`).
+#[derive(Clone, Debug, Default)]
+pub struct StatusMetrics {
+    patches: Family<PatchLabels, Counter>,
+    leader: Gauge,
+}
+
+impl StatusMetrics {
+    /// Registers under `resource_status_`.
+    pub fn register(registry: &mut Registry) -> Self {
+        let m = Self::default();
+        let sub = registry.sub_registry_with_prefix("resource_status");
+        sub.register(
+            "patches",
+            "Route status patches, by result (applied, failed)",
+            m.patches.clone(),
+        );
+        sub.register(
+            "leader",
+            "1 while this replica holds the status-writer Lease",
+            m.leader.clone(),
+        );
+        m
+    }
+
+    pub(crate) fn patched(&self, ok: bool) {
+        let result = if ok { "applied" } else { "failed" };
+        self.patches.get_or_create(&PatchLabels { result }).inc();
+    }
+
+    pub(crate) fn set_leader(&self, leads: bool) {
+        self.leader.set(i64::from(leads));
     }
 }

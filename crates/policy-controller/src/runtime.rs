@@ -1,18 +1,22 @@
-//! Wires the flags to tasks: Kubernetes watches into the inbound index, the
-//! inbound policy gRPC server, the admin server, and graceful shutdown.
+//! Wires the flags to tasks: Kubernetes watches into the inbound index and
+//! the status index, the inbound policy gRPC server, the admission webhook
+//! (`--server-addr`), the leader-elected HTTPRoute status writer, the admin
+//! server, and graceful shutdown.
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 use anyhow::Context;
-use k8s_index::{IndexMetrics as WatchMetrics, resources};
-use meridian_runtime::{AdminServer, Readiness, Shutdown};
+use k8s_index::{IndexMetrics as WatchMetrics, Tee, resources};
+use meridian_runtime::{AdminServer, Readiness, ReadyHandle, Shutdown};
 use prometheus_client::registry::Registry;
 
 use crate::{
     args::Args,
     grpc::{self, InboundPolicyServer},
     index::{CONTROL_PLANE_NS_LABEL, Index},
-    metrics::{GrpcMetrics, IndexMetrics},
+    metrics::{GrpcMetrics, IndexMetrics, StatusMetrics},
+    status::{LeaseParams, StatusIndex, StatusWriter, lease},
+    webhook::PolicyValidator,
 };
 
 /// Runs the controller until SIGTERM/SIGINT.
@@ -28,10 +32,16 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let watch_metrics = WatchMetrics::register(&mut registry);
     let index_metrics = IndexMetrics::register(&mut registry);
     let grpc_metrics = GrpcMetrics::register(&mut registry);
+    let status_metrics = StatusMetrics::register(&mut registry);
+    let admission_metrics = admission::Metrics::register(&mut registry);
     let readiness = Readiness::default();
+    let tls_ready =
+        (!args.admission_controller_disabled).then(|| readiness.register("webhook TLS"));
 
     let index = Index::shared(args.cluster_info());
     index.write().set_metrics(index_metrics);
+    // Servers and routes also feed the status writer, through the same watches.
+    let status_index = StatusIndex::shared();
 
     // One index serves every watch; only meshed pods matter.
     let watches = [
@@ -41,27 +51,55 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             index.clone(),
             &watch_metrics,
         ),
-        resources::servers(client.clone(), index.clone(), &watch_metrics),
+        resources::servers(
+            client.clone(),
+            Tee::shared(index.clone(), status_index.clone()),
+            &watch_metrics,
+        ),
         resources::server_authorizations(client.clone(), index.clone(), &watch_metrics),
         resources::authorization_policies(client.clone(), index.clone(), &watch_metrics),
         resources::mesh_tls_authentications(client.clone(), index.clone(), &watch_metrics),
         resources::network_authentications(client.clone(), index.clone(), &watch_metrics),
-        resources::http_routes(client.clone(), index.clone(), &watch_metrics),
+        resources::http_routes(
+            client.clone(),
+            Tee::shared(index.clone(), status_index.clone()),
+            &watch_metrics,
+        ),
     ];
+    let mut status_synced = Vec::new();
     for watch in watches {
         let name = format!("{} cache", watch.kind);
-        readiness.register_watch(name, watch.spawn());
+        let kind = watch.kind.clone();
+        let synced = watch.spawn();
+        if kind == "servers" || kind == "httproutes" {
+            status_synced.push(synced.clone());
+        }
+        readiness.register_watch(name, synced);
     }
 
-    // The admission webhook (--server-addr) and the HTTPRoute status
-    // writer are separate components started here when present; this
-    // build serves the index and the gRPC API only.
-    if !args.admission_controller_disabled {
-        tracing::warn!(
-            server_addr = %args.server_addr,
-            "the admission webhook is not part of this build; not serving it"
-        );
-    }
+    // The status writer: only the Lease holder writes.
+    let claimant = std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(generated_claimant);
+    let patch_timeout = Duration::from_millis(args.patch_timeout_ms);
+    let (leader_tx, leader_rx) = tokio::sync::watch::channel(false);
+    let lease_params = LeaseParams::new(&args.control_plane_namespace, &claimant, patch_timeout);
+    tokio::spawn(lease::run(
+        client.clone(),
+        lease_params,
+        leader_tx,
+        shutdown.clone(),
+    ));
+    let writer = StatusWriter {
+        client: client.clone(),
+        index: status_index,
+        leader: leader_rx,
+        synced: status_synced,
+        patch_timeout,
+        metrics: status_metrics,
+    };
+    tokio::spawn(writer.run(shutdown.clone()));
 
     let grpc_listener = tokio::net::TcpListener::bind(args.grpc_addr)
         .await
@@ -83,7 +121,62 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             .context("gRPC server")
     };
     let admin = async { admin.serve(shutdown.clone()).await.context("admin server") };
-    tokio::try_join!(grpc, admin)?;
+    let webhook = async {
+        let Some(tls_ready) = tls_ready else {
+            tracing::info!("admission webhook disabled");
+            return Ok(());
+        };
+        let validator = PolicyValidator::new(args.cluster_info());
+        serve_webhook(
+            &args,
+            validator,
+            admission_metrics,
+            tls_ready,
+            shutdown.clone(),
+        )
+        .await
+    };
+    tokio::try_join!(grpc, admin, webhook)?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Serves the admission webhook on `--server-addr` with the certificate
+/// from `--server-tls-certs`/`--server-tls-key` (waiting for the files,
+/// reloading them when they change) until `shutdown`.
+async fn serve_webhook(
+    args: &Args,
+    validator: PolicyValidator,
+    metrics: admission::Metrics,
+    ready: ReadyHandle,
+    shutdown: Shutdown,
+) -> anyhow::Result<()> {
+    let paths = admission::TlsPaths {
+        cert: args.server_tls_certs.clone(),
+        key: args.server_tls_key.clone(),
+    };
+    let Some(certs) =
+        admission::CertStore::load_when_available(paths, shutdown.clone().requested()).await
+    else {
+        return Ok(());
+    };
+    tokio::spawn(certs.clone().watch(shutdown.clone().requested()));
+    let server = admission::HttpsServer::bind(args.server_addr, &certs)
+        .await
+        .context("binding the admission webhook")?;
+    tracing::info!(addr = %server.local_addr()?, "serving policy admission reviews");
+    ready.set(true);
+    server
+        .serve(admission::router(validator, metrics), shutdown)
+        .await;
+    Ok(())
+}
+
+/// A Lease claimant when `HOSTNAME` is unset: unique per process.
+fn generated_claimant() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default();
+    format!("policy-controller-{}-{nanos:08x}", std::process::id())
 }

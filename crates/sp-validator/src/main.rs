@@ -3,7 +3,7 @@
 //! (reloaded when the files change) and the admin endpoints on
 //! `--admin-addr`.
 
-use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
+use std::{net::SocketAddr, path::PathBuf, sync::Arc};
 
 use anyhow::Context as _;
 use clap::Parser;
@@ -57,17 +57,10 @@ async fn main() -> anyhow::Result<()> {
         key: args.tls_key,
     };
     // The Secret may be mounted after we start: wait for it, live but not ready.
-    let certs = loop {
-        match admission::CertStore::load(paths.clone()) {
-            Ok(certs) => break certs,
-            Err(error) => {
-                tracing::warn!(%error, "waiting for a usable certificate");
-                tokio::select! {
-                    () = shutdown.clone().requested() => return Ok(()),
-                    () = tokio::time::sleep(Duration::from_secs(1)) => {}
-                }
-            }
-        }
+    let Some(certs) =
+        admission::CertStore::load_when_available(paths, shutdown.clone().requested()).await
+    else {
+        return Ok(());
     };
     tokio::spawn(certs.clone().watch(shutdown.clone().requested()));
 

@@ -25,8 +25,17 @@ async fn deploy_manifests_apply_cleanly() {
     );
     assert!(ok, "CRDs established: {out}");
 
+    // A dry run persists nothing, so the objects in `linkerd` need the
+    // namespace to exist for real.
+    let (ok, out) = cluster.kubectl(&["create", "namespace", "linkerd"], None);
+    assert!(ok || out.contains("AlreadyExists"), "namespace: {out}");
+
     // Server-side dry run: validated and admitted by the apiserver, not persisted.
-    for manifest in ["destination.yaml", "sp-validator-webhook.yaml"] {
+    for manifest in [
+        "destination.yaml",
+        "sp-validator-webhook.yaml",
+        "policy-validator-webhook.yaml",
+    ] {
         let (ok, out) =
             cluster.kubectl(&["apply", "--dry-run=server", "-f", &path(manifest)], None);
         assert!(ok, "{manifest}: {out}");

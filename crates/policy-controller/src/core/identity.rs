@@ -33,6 +33,68 @@ impl IdentityMatch {
     }
 }
 
+/// An identity string that is neither DNS-like (`*`, `*.a.b`, `a.b`; lower
+/// case labels) nor a SPIFFE ID.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "invalid identity {0:?}: expected a DNS-like name (lower-case labels, optionally starting with \"*\") or a SPIFFE ID (spiffe://trust-domain/path)"
+)]
+pub struct InvalidIdentity(pub String);
+
+/// Checks the syntax of a configured identity: DNS-like labels (the first
+/// may be `*`) or a SPIFFE ID.
+pub fn check_identity(s: &str) -> Result<(), InvalidIdentity> {
+    if is_dns_like(s) || is_spiffe_id(s) {
+        Ok(())
+    } else {
+        Err(InvalidIdentity(s.to_string()))
+    }
+}
+
+/// `(\*|label)(\.label)*` with `label = [a-z0-9]([-a-z0-9]*[a-z0-9])?`.
+fn is_dns_like(s: &str) -> bool {
+    let is_label = |l: &str| {
+        let b = l.as_bytes();
+        let inner = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+        match (b.first(), b.last()) {
+            (Some(first), Some(last)) => {
+                inner(first) && inner(last) && b.iter().all(|c| inner(c) || *c == b'-')
+            }
+            _ => false,
+        }
+    };
+    s.split('.')
+        .enumerate()
+        .all(|(i, l)| (i == 0 && l == "*") || is_label(l))
+}
+
+/// `spiffe://<trust domain>[/<segment>…]`: a trust domain of lower-case
+/// letters, digits, `.`, `-` and `_`; non-empty path segments of letters,
+/// digits, `.`, `-` and `_`, other than `.` and `..`.
+fn is_spiffe_id(s: &str) -> bool {
+    let Some(rest) = s.strip_prefix("spiffe://") else {
+        return false;
+    };
+    let (domain, path) = rest
+        .split_once('/')
+        .map_or((rest, None), |(d, p)| (d, Some(p)));
+    let domain_ok = !domain.is_empty()
+        && domain
+            .bytes()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || b".-_".contains(&c));
+    let path_ok = path.is_none_or(|p| {
+        p.split('/').all(|seg| {
+            !seg.is_empty()
+                && seg != "."
+                && seg != ".."
+                && seg
+                    .bytes()
+                    .all(|c| c.is_ascii_alphanumeric() || b".-_".contains(&c))
+        })
+    });
+    domain_ok && path_ok
+}
+
 impl FromStr for IdentityMatch {
     type Err = std::convert::Infallible;
 
@@ -88,6 +150,45 @@ mod tests {
         for s in ["*", "*.a.b", "x.y"] {
             assert_eq!(IdentityMatch::from(s).to_string(), s);
         }
+    }
+
+    #[test]
+    fn identity_syntax_is_dns_like_or_spiffe() {
+        for ok in [
+            "*",
+            "*.ns.serviceaccount.identity.linkerd.cluster.local",
+            "web.ns.serviceaccount.identity.linkerd.cluster.local",
+            "a",
+            "spiffe://example.org",
+            "spiffe://example.org/ns/web/sa_1",
+        ] {
+            assert_eq!(check_identity(ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "",
+            "Web.ns",
+            "a..b",
+            "-a.b",
+            "a.*",
+            "*.",
+            "a_b",
+            "spiffe://",
+            "spiffe://Example.org",
+            "spiffe://example.org/",
+            "spiffe://example.org/a//b",
+            "spiffe://example.org/../x",
+            "http://example.org/x",
+        ] {
+            assert_eq!(
+                check_identity(bad),
+                Err(InvalidIdentity(bad.to_string())),
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            check_identity("Web").expect_err("invalid").to_string(),
+            "invalid identity \"Web\": expected a DNS-like name (lower-case labels, optionally starting with \"*\") or a SPIFFE ID (spiffe://trust-domain/path)"
+        );
     }
 
     #[test]

@@ -14,7 +14,7 @@ use std::{collections::BTreeMap, time::Duration};
 
 pub use defaults::{DefaultPolicy, InvalidDefaultPolicy};
 pub use discover::{DiscoverInboundServer, LookupError, PodPort};
-pub use identity::IdentityMatch;
+pub use identity::{IdentityMatch, InvalidIdentity, check_identity};
 pub use network::{InvalidNetwork, NetworkMatch};
 pub use ports::{PortSet, parse_port_set};
 pub use routes::{GroupKindName, HttpRoute, RouteRef};

@@ -17,6 +17,7 @@ use super::{
 };
 use crate::core::{
     ClientAuthentication, ClientAuthorization, GroupKindName, IdentityMatch, NetworkMatch,
+    check_identity,
 };
 
 const POLICY_GROUP: &str = k8s_api::policy::GROUP;
@@ -58,7 +59,21 @@ pub fn server_authorization(
         (None, None) => ServerSelector::Selector(Selector::default()),
     };
     let networks = networks(spec.client.networks.iter().flatten())?;
-    let authentication = if spec.client.unauthenticated == Some(true) {
+    let unauthenticated = spec.client.unauthenticated == Some(true);
+    if unauthenticated && spec.client.mesh_tls.is_some() {
+        return Err(InvalidResource::MeshTlsAndUnauthenticated);
+    }
+    if let Some(mtls) = &spec.client.mesh_tls
+        && mtls.unauthenticated_tls == Some(true)
+        && (mtls.identities.as_ref().is_some_and(|i| !i.is_empty())
+            || mtls
+                .service_accounts
+                .as_ref()
+                .is_some_and(|s| !s.is_empty()))
+    {
+        return Err(InvalidResource::UnauthenticatedTlsWithIdentities);
+    }
+    let authentication = if unauthenticated {
         ClientAuthentication::Unauthenticated
     } else if let Some(mtls) = &spec.client.mesh_tls {
         if mtls.unauthenticated_tls == Some(true) {
@@ -126,9 +141,14 @@ pub struct PolicySpec {
     pub authentications: Vec<AuthenticationRef>,
 }
 
-/// Converts an AuthorizationPolicy spec; unsupported targets and
-/// authentication kinds are errors.
-pub fn authorization_policy(spec: &AuthorizationPolicySpec) -> Result<PolicySpec, InvalidResource> {
+/// Converts an AuthorizationPolicy spec of namespace `ns`. Unsupported
+/// targets and authentication kinds, a Namespace target other than `ns`,
+/// more than one MeshTLS, ServiceAccount or Network authentication, or both
+/// a MeshTLS and a ServiceAccount authentication are errors.
+pub fn authorization_policy(
+    spec: &AuthorizationPolicySpec,
+    ns: &str,
+) -> Result<PolicySpec, InvalidResource> {
     let t = &spec.target_ref;
     let route = |group: &str| {
         PolicyTarget::Route(GroupKindName {
@@ -140,6 +160,12 @@ pub fn authorization_policy(spec: &AuthorizationPolicySpec) -> Result<PolicySpec
     let target = if t.targets_kind(POLICY_GROUP, "Server") {
         PolicyTarget::Server(t.name.clone())
     } else if t.targets_kind("core", "Namespace") {
+        if t.name != ns {
+            return Err(InvalidResource::ForeignNamespaceTarget {
+                namespace: ns.to_string(),
+                target: t.name.clone(),
+            });
+        }
         PolicyTarget::Namespace
     } else if t.targets_kind(POLICY_GROUP, "HTTPRoute") {
         route(POLICY_GROUP)
@@ -153,15 +179,43 @@ pub fn authorization_policy(spec: &AuthorizationPolicySpec) -> Result<PolicySpec
             kind: t.kind.clone(),
         });
     };
-    let authentications = spec
+    let authentications: Vec<_> = spec
         .required_authentication_refs
         .iter()
         .map(authentication_ref)
         .collect::<Result<_, _>>()?;
+    check_authentication_counts(&authentications)?;
     Ok(PolicySpec {
         target,
         authentications,
     })
+}
+
+fn check_authentication_counts(refs: &[AuthenticationRef]) -> Result<(), InvalidResource> {
+    let count = |f: fn(&AuthenticationRef) -> bool| refs.iter().filter(|r| f(r)).count();
+    let mesh_tls = count(|r| matches!(r, AuthenticationRef::MeshTls { .. }));
+    let service_accounts = count(|r| matches!(r, AuthenticationRef::ServiceAccount { .. }));
+    let networks = count(|r| matches!(r, AuthenticationRef::Network { .. }));
+    let conflict = InvalidResource::ConflictingAuthentications;
+    if mesh_tls > 1 {
+        return Err(conflict(
+            "at most one MeshTLSAuthentication may be required",
+        ));
+    }
+    if service_accounts > 1 {
+        return Err(conflict("at most one ServiceAccount may be required"));
+    }
+    if mesh_tls > 0 && service_accounts > 0 {
+        return Err(conflict(
+            "a MeshTLSAuthentication and a ServiceAccount may not both be required",
+        ));
+    }
+    if networks > 1 {
+        return Err(conflict(
+            "at most one NetworkAuthentication may be required",
+        ));
+    }
+    Ok(())
 }
 
 fn authentication_ref(r: &NamespacedTargetRef) -> Result<AuthenticationRef, InvalidResource> {
@@ -330,8 +384,11 @@ pub fn mesh_tls_authentication(
         .identities
         .iter()
         .flatten()
-        .map(|id| IdentityMatch::from(id.as_str()))
-        .collect();
+        .map(|id| {
+            check_identity(id)?;
+            Ok(IdentityMatch::from(id.as_str()))
+        })
+        .collect::<Result<_, InvalidResource>>()?;
     for r in spec.identity_refs.iter().flatten() {
         if r.targets_kind("core", "ServiceAccount") {
             let name = r
@@ -340,6 +397,9 @@ pub fn mesh_tls_authentication(
                 .ok_or_else(|| InvalidResource::MissingName(r.kind.clone()))?;
             ids.push(cluster.service_account_identity(name, r.namespace.as_deref().unwrap_or(ns)));
         } else if r.targets_kind("core", "Namespace") {
+            if r.namespace.is_some() {
+                return Err(InvalidResource::NamespaceRefWithNamespace);
+            }
             let target = r.name.as_deref().unwrap_or(ns);
             ids.push(IdentityMatch::namespace(
                 target,
@@ -362,17 +422,33 @@ pub fn network_authentication(
 ) -> Result<Vec<NetworkMatch>, InvalidResource> {
     let nets = networks(spec.networks.iter())?;
     if nets.is_empty() {
-        return Err(InvalidResource::NoClients);
+        return Err(InvalidResource::NoNetworks);
     }
     Ok(nets)
 }
 
+/// Parses networks; each `except` must lie inside its `cidr` without
+/// covering all of it.
 fn networks<'a>(
     nets: impl Iterator<Item = &'a Network>,
 ) -> Result<Vec<NetworkMatch>, InvalidResource> {
     nets.map(|n| {
-        NetworkMatch::parse(&n.cidr, n.except.iter().flatten().map(String::as_str))
-            .map_err(InvalidResource::from)
+        let m = NetworkMatch::parse(&n.cidr, n.except.iter().flatten().map(String::as_str))?;
+        for except in &m.except {
+            if !m.net.contains(except) {
+                return Err(InvalidResource::ExceptOutsideCidr {
+                    cidr: m.net,
+                    except: *except,
+                });
+            }
+            if except.prefix_len() <= m.net.prefix_len() {
+                return Err(InvalidResource::ExceptCoversCidr {
+                    cidr: m.net,
+                    except: *except,
+                });
+            }
+        }
+        Ok(m)
     })
     .collect()
 }

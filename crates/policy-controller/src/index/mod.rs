@@ -42,7 +42,7 @@ pub use self::{
         DEFAULT_POLICY_ANNOTATION, OPAQUE_PORTS_ANNOTATION, PodInfo, REQUIRE_IDENTITY_ANNOTATION,
         Settings,
     },
-    routes::{RouteBinding, http_route, server_parents},
+    routes::{RouteBinding, http_route, is_server_parent, server_parents},
     selector::{Labels, Selector},
     server::{PortRef, ServerSpec},
 };
@@ -138,6 +138,28 @@ pub enum InvalidResource {
     ParentRef(&'static str),
     #[error("{0}")]
     Route(String),
+    #[error(transparent)]
+    Identity(#[from] crate::core::InvalidIdentity),
+    #[error("except {except} is not inside cidr {cidr}")]
+    ExceptOutsideCidr { cidr: IpNet, except: IpNet },
+    #[error("except {except} covers all of cidr {cidr}")]
+    ExceptCoversCidr { cidr: IpNet, except: IpNet },
+    #[error("networks must not be empty")]
+    NoNetworks,
+    #[error("meshTLS and unauthenticated may not both be set")]
+    MeshTlsAndUnauthenticated,
+    #[error(
+        "meshTLS.unauthenticatedTLS may not be set together with identities or serviceAccounts"
+    )]
+    UnauthenticatedTlsWithIdentities,
+    #[error(
+        "a Namespace target must name the policy's own namespace {namespace:?}, not {target:?}"
+    )]
+    ForeignNamespaceTarget { namespace: String, target: String },
+    #[error("{0}")]
+    ConflictingAuthentications(&'static str),
+    #[error("a Namespace identity reference may not set a namespace (its name is the namespace)")]
+    NamespaceRefWithNamespace,
 }
 
 /// The policy resources of one namespace.
@@ -609,7 +631,7 @@ impl Indexed for ServerAuthorization {
 
 impl Indexed for AuthorizationPolicy {
     fn upsert(index: &mut Index, ns: &str, name: String, ap: Self) -> Touched {
-        let spec = authorization_policy(&ap.spec)
+        let spec = authorization_policy(&ap.spec, ns)
             .map_err(|e| warn_invalid("AuthorizationPolicy", ns, &name, &e))
             .ok();
         index.set_policy(ns, name, spec, |p| &mut p.authorization_policies)

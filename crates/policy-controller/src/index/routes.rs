@@ -39,7 +39,7 @@ impl RouteBinding {
             .iter()
             .flat_map(|s| &s.parents)
             .filter(|p| p.controller_name == POLICY_CONTROLLER_NAME)
-            .filter(|p| is_server(&p.parent_ref))
+            .filter(|p| is_server_parent(&p.parent_ref))
             .filter(|p| {
                 p.conditions
                     .iter()
@@ -65,7 +65,9 @@ impl RouteBinding {
     }
 }
 
-fn is_server(parent: &ParentRef) -> bool {
+/// Whether a parent reference names a `policy.linkerd.io` Server (kind
+/// and group compared case-insensitively).
+pub fn is_server_parent(parent: &ParentRef) -> bool {
     let group = parent.group.as_deref().unwrap_or_default();
     parent
         .kind
@@ -82,7 +84,7 @@ pub fn server_parents<'a>(
     ns: &str,
 ) -> Result<BTreeSet<String>, InvalidResource> {
     let mut servers = BTreeSet::new();
-    for parent in parents.filter(|p| is_server(p) && !p.name.is_empty()) {
+    for parent in parents.filter(|p| is_server_parent(p) && !p.name.is_empty()) {
         if parent.namespace.as_deref().is_some_and(|n| n != ns) {
             return Err(InvalidResource::ParentRef("a Server in another namespace"));
         }

@@ -1,0 +1,113 @@
+//! The thin async side of the status writer: while this replica leads, it
+//! merge-patches the `status` subresource of every route whose desired
+//! status ([`super::route_status`]) differs from its current one. It runs
+//! after each Server or route change, when leadership is gained, and every
+//! [`RESYNC_INTERVAL`] (to retry failed patches). Nothing is written before
+//! both watches have synced, so a Server that is merely not listed yet is
+//! never reported missing.
+
+use std::time::Duration;
+
+use k8s_api::policy::HTTPRoute;
+use k8s_index::SharedIndex;
+use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
+use kube::{
+    Api,
+    api::{Patch, PatchParams},
+};
+use meridian_runtime::Shutdown;
+use serde_json::json;
+use tokio::sync::watch;
+
+use super::{StatusIndex, StatusPatch, lease::FIELD_MANAGER};
+use crate::metrics::StatusMetrics;
+
+/// How often the leader re-checks every route even without changes.
+pub const RESYNC_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Writes route statuses while `leader` is true.
+pub struct StatusWriter {
+    pub client: kube::Client,
+    pub index: SharedIndex<StatusIndex>,
+    pub leader: watch::Receiver<bool>,
+    /// Signals that become `true` when the Server and route watches synced.
+    pub synced: Vec<watch::Receiver<bool>>,
+    /// `--patch-timeout-ms`.
+    pub patch_timeout: Duration,
+    pub metrics: StatusMetrics,
+}
+
+impl StatusWriter {
+    /// Runs until `shutdown`.
+    pub async fn run(mut self, shutdown: Shutdown) {
+        let stop = shutdown.requested();
+        tokio::pin!(stop);
+        for synced in &mut self.synced {
+            tokio::select! {
+                () = &mut stop => return,
+                result = synced.wait_for(|s| *s) => if result.is_err() { return },
+            }
+        }
+        let mut changes = self.index.read().subscribe();
+        loop {
+            let leads = *self.leader.borrow_and_update();
+            self.metrics.set_leader(leads);
+            if leads {
+                changes.mark_unchanged();
+                self.write_all().await;
+            }
+            tokio::select! {
+                () = &mut stop => return,
+                result = changes.changed() => if result.is_err() { return },
+                result = self.leader.changed() => if result.is_err() { return },
+                () = tokio::time::sleep(RESYNC_INTERVAL) => {}
+            }
+        }
+    }
+
+    async fn write_all(&self) {
+        let now = Time(Timestamp::now());
+        let patches = self.index.read().patches(&now);
+        for patch in patches {
+            // Leadership may be lost mid-way: stop writing at once.
+            if !*self.leader.borrow() {
+                return;
+            }
+            match self.write(&patch).await {
+                Ok(()) => {
+                    self.metrics.patched(true);
+                    tracing::debug!(ns = %patch.namespace, route = %patch.name, "route status written");
+                }
+                Err(error) => {
+                    self.metrics.patched(false);
+                    tracing::warn!(ns = %patch.namespace, route = %patch.name, %error, "writing the route status failed");
+                }
+            }
+        }
+    }
+
+    async fn write(&self, patch: &StatusPatch) -> Result<(), PatchError> {
+        let api: Api<HTTPRoute> = Api::namespaced(self.client.clone(), &patch.namespace);
+        let body = json!({ "status": patch.status });
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.to_string()),
+            ..Default::default()
+        };
+        tokio::time::timeout(
+            self.patch_timeout,
+            api.patch_status(&patch.name, &params, &Patch::Merge(&body)),
+        )
+        .await
+        .map_err(|_| PatchError::Timeout(self.patch_timeout))??;
+        Ok(())
+    }
+}
+
+/// Why a status patch failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PatchError {
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+    #[error("timed out after {0:?}")]
+    Timeout(Duration),
+}

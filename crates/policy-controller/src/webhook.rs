@@ -1,0 +1,134 @@
+//! The admission rules of the `policy.linkerd.io` kinds, served through the
+//! shared [`admission`] plumbing. Every kind is checked with the very
+//! conversion the index applies ([`crate::index`]), so an object the
+//! webhook admits is never ignored by the index, and the reverse; the only
+//! admission-only rule is that a Server's `accessPolicy` must parse (the
+//! index tolerates a bad one rather than drop the Server).
+
+use admission::{AdmissionRequest, Validate};
+use k8s_api::policy::{
+    AuthorizationPolicy, HTTPRoute, MeshTLSAuthentication, NetworkAuthentication, Server,
+    ServerAuthorization,
+};
+use serde::de::DeserializeOwned;
+
+use crate::{
+    core::DefaultPolicy,
+    index::{
+        ClusterInfo, InvalidResource, RouteBinding, ServerSpec, authorization_policy,
+        mesh_tls_authentication, network_authentication, server_authorization,
+    },
+};
+
+/// Why an object is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum Rejection {
+    #[error("could not be parsed: {0}")]
+    Parse(#[from] serde_json::Error),
+    #[error(transparent)]
+    Invalid(#[from] InvalidResource),
+    #[error("{0}")]
+    AccessPolicy(#[from] crate::core::InvalidDefaultPolicy),
+    #[error("is not a kind this webhook validates")]
+    UnsupportedKind,
+}
+
+/// The policy controller's validating webhook.
+#[derive(Clone, Debug)]
+pub struct PolicyValidator {
+    cluster: ClusterInfo,
+}
+
+impl PolicyValidator {
+    /// Identities and service accounts resolve with `cluster`'s settings,
+    /// exactly as in the index.
+    pub fn new(cluster: ClusterInfo) -> Self {
+        Self { cluster }
+    }
+
+    /// Checks one object of `kind` (a `policy.linkerd.io` kind) in `ns`.
+    pub fn check(&self, kind: &str, ns: &str, object: &serde_json::Value) -> Result<(), Rejection> {
+        let cluster = &self.cluster;
+        match kind {
+            "Server" => {
+                let srv: Server = parse(object)?;
+                if let Some(policy) = &srv.spec.access_policy {
+                    policy.parse::<DefaultPolicy>()?;
+                }
+                ServerSpec::from_resource(&srv, cluster)?;
+            }
+            "ServerAuthorization" => {
+                let saz: ServerAuthorization = parse(object)?;
+                server_authorization(&saz.spec, ns, cluster)?;
+            }
+            "AuthorizationPolicy" => {
+                let ap: AuthorizationPolicy = parse(object)?;
+                authorization_policy(&ap.spec, ns)?;
+            }
+            "MeshTLSAuthentication" => {
+                let authn: MeshTLSAuthentication = parse(object)?;
+                mesh_tls_authentication(&authn.spec, ns, cluster)?;
+            }
+            "NetworkAuthentication" => {
+                let authn: NetworkAuthentication = parse(object)?;
+                network_authentication(&authn.spec)?;
+            }
+            "HTTPRoute" => {
+                let route: HTTPRoute = parse(object)?;
+                RouteBinding::from_resource(&route, ns)?;
+            }
+            _ => return Err(Rejection::UnsupportedKind),
+        }
+        Ok(())
+    }
+}
+
+fn parse<K: DeserializeOwned>(object: &serde_json::Value) -> Result<K, serde_json::Error> {
+    K::deserialize(object)
+}
+
+impl Validate for PolicyValidator {
+    fn validate(&self, request: &AdmissionRequest) -> Result<(), String> {
+        // DELETE and CONNECT carry no object: nothing to check.
+        let Some(object) = &request.object else {
+            return Ok(());
+        };
+        let kind = &request.kind.kind;
+        let ns = request
+            .namespace
+            .as_deref()
+            .or_else(|| {
+                object
+                    .pointer("/metadata/namespace")
+                    .and_then(|v| v.as_str())
+            })
+            .unwrap_or_default();
+        let name = request
+            .name
+            .as_deref()
+            .or_else(|| object.pointer("/metadata/name").and_then(|v| v.as_str()))
+            .or_else(|| {
+                object
+                    .pointer("/metadata/generateName")
+                    .and_then(|v| v.as_str())
+            })
+            .unwrap_or_default();
+        let verdict = if request.kind.group == k8s_api::policy::GROUP {
+            self.check(kind, ns, object)
+        } else {
+            Err(Rejection::UnsupportedKind)
+        };
+        verdict.map_err(|rejection| format!("{kind} \"{ns}/{name}\" {}", message(&rejection)))
+    }
+}
+
+/// `is invalid: <what>` for rule violations, the rejection itself otherwise.
+fn message(rejection: &Rejection) -> String {
+    match rejection {
+        Rejection::Invalid(_) | Rejection::AccessPolicy(_) => format!("is invalid: {rejection}"),
+        Rejection::Parse(_) | Rejection::UnsupportedKind => rejection.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,371 @@
+//! Every admission rule, with the exact message users see.
+
+use admission::{AdmissionRequest, Validate};
+use serde_json::{Value, json};
+
+use super::PolicyValidator;
+use crate::index::ClusterInfo;
+
+const NS: &str = "ns";
+
+fn request(kind: &str, spec: Value) -> AdmissionRequest {
+    serde_json::from_value(json!({
+        "uid": "u",
+        "kind": {"group": "policy.linkerd.io", "version": "v1", "kind": kind},
+        "name": "obj",
+        "namespace": NS,
+        "operation": "CREATE",
+        "object": {
+            "apiVersion": "policy.linkerd.io/v1",
+            "kind": kind,
+            "metadata": {"name": "obj", "namespace": NS},
+            "spec": spec,
+        },
+    }))
+    .expect("request")
+}
+
+fn verdict(kind: &str, spec: Value) -> Result<(), String> {
+    PolicyValidator::new(ClusterInfo::default()).validate(&request(kind, spec))
+}
+
+fn accepts(kind: &str, spec: Value) {
+    assert_eq!(verdict(kind, spec.clone()), Ok(()), "{kind} {spec}");
+}
+
+fn rejects(kind: &str, spec: Value, message: &str) {
+    assert_eq!(
+        verdict(kind, spec.clone()),
+        Err(format!("{kind} \"{NS}/obj\" {message}")),
+        "{kind} {spec}"
+    );
+}
+
+#[test]
+fn servers() {
+    accepts(
+        "Server",
+        json!({"podSelector": {"matchLabels": {"app": "web"}}, "port": "http",
+               "proxyProtocol": "HTTP/1", "accessPolicy": "audit"}),
+    );
+    accepts("Server", json!({"podSelector": {}, "port": 8080}));
+    rejects(
+        "Server",
+        json!({"podSelector": {}, "port": 80, "accessPolicy": "allow"}),
+        "is invalid: invalid default policy \"allow\" (expected one of all-unauthenticated, all-authenticated, cluster-unauthenticated, cluster-authenticated, deny, audit)",
+    );
+    rejects(
+        "Server",
+        json!({"podSelector": {}, "port": 70000}),
+        "is invalid: port 70000 is not in 1-65535",
+    );
+    rejects(
+        "Server",
+        json!({"podSelector": {"matchExpressions": [{"key": "a", "operator": "Near"}]}, "port": 80}),
+        "is invalid: unsupported label selector operator \"Near\"",
+    );
+    rejects(
+        "Server",
+        json!({"podSelector": {}, "port": 80, "proxyProtocol": "HTTP/3"}),
+        "could not be parsed: unknown variant `HTTP/3`, expected one of `unknown`, `HTTP/1`, `HTTP/2`, `gRPC`, `opaque`, `TLS`",
+    );
+}
+
+#[test]
+fn server_authorizations() {
+    accepts(
+        "ServerAuthorization",
+        json!({"server": {"name": "web"},
+               "client": {"networks": [{"cidr": "10.0.0.0/8", "except": ["10.1.0.0/16", "10.2.3.4"]}],
+                          "meshTLS": {"identities": ["*"], "serviceAccounts": [{"name": "api"}]}}}),
+    );
+    accepts(
+        "ServerAuthorization",
+        json!({"server": {"selector": {"matchLabels": {"a": "b"}}}, "client": {"meshTLS": {"unauthenticatedTLS": true}}}),
+    );
+    let cases = [
+        (
+            json!({"unauthenticated": true, "meshTLS": {"identities": ["a"]}}),
+            "is invalid: meshTLS and unauthenticated may not both be set",
+        ),
+        (
+            json!({"meshTLS": {"unauthenticatedTLS": true, "identities": ["a"]}}),
+            "is invalid: meshTLS.unauthenticatedTLS may not be set together with identities or serviceAccounts",
+        ),
+        (
+            json!({"meshTLS": {"unauthenticatedTLS": true, "serviceAccounts": [{"name": "a"}]}}),
+            "is invalid: meshTLS.unauthenticatedTLS may not be set together with identities or serviceAccounts",
+        ),
+        (
+            json!({"unauthenticated": true, "networks": [{"cidr": "10.0.0.0/8", "except": ["192.168.0.0/16"]}]}),
+            "is invalid: except 192.168.0.0/16 is not inside cidr 10.0.0.0/8",
+        ),
+        (
+            json!({"unauthenticated": true, "networks": [{"cidr": "10.0.0.0/16", "except": ["10.0.0.0/8"]}]}),
+            "is invalid: except 10.0.0.0/8 is not inside cidr 10.0.0.0/16",
+        ),
+        (
+            json!({"unauthenticated": true, "networks": [{"cidr": "10.0.0.0/16", "except": ["10.0.0.0/16"]}]}),
+            "is invalid: except 10.0.0.0/16 covers all of cidr 10.0.0.0/16",
+        ),
+        (
+            json!({"unauthenticated": true, "networks": [{"cidr": "10.0.0.0/33"}]}),
+            "is invalid: invalid network \"10.0.0.0/33\": expected a CIDR such as 10.0.0.0/8 or an IP address",
+        ),
+        (json!({"meshTLS": {}}), "is invalid: authorizes no clients"),
+    ];
+    for (client, message) in cases {
+        rejects(
+            "ServerAuthorization",
+            json!({"server": {"name": "web"}, "client": client}),
+            message,
+        );
+    }
+}
+
+fn target(kind: &str, name: &str) -> Value {
+    json!({"group": if kind == "Namespace" { "" } else { "policy.linkerd.io" }, "kind": kind, "name": name})
+}
+
+fn authn(kind: &str, name: &str) -> Value {
+    let group = if kind == "ServiceAccount" {
+        ""
+    } else {
+        "policy.linkerd.io"
+    };
+    json!({"group": group, "kind": kind, "name": name})
+}
+
+#[test]
+fn authorization_policies() {
+    let policy = |target: Value, refs: Vec<Value>| json!({"targetRef": target, "requiredAuthenticationRefs": refs});
+    accepts(
+        "AuthorizationPolicy",
+        policy(target("Server", "web"), vec![]),
+    );
+    accepts(
+        "AuthorizationPolicy",
+        policy(
+            target("Namespace", NS),
+            vec![
+                authn("MeshTLSAuthentication", "ids"),
+                authn("NetworkAuthentication", "nets"),
+            ],
+        ),
+    );
+    accepts(
+        "AuthorizationPolicy",
+        policy(
+            target("HTTPRoute", "api"),
+            vec![authn("ServiceAccount", "client")],
+        ),
+    );
+    let cases = [
+        (
+            policy(target("Namespace", "other"), vec![]),
+            "is invalid: a Namespace target must name the policy's own namespace \"ns\", not \"other\"",
+        ),
+        (
+            policy(
+                target("Server", "web"),
+                vec![
+                    authn("MeshTLSAuthentication", "a"),
+                    authn("MeshTLSAuthentication", "b"),
+                ],
+            ),
+            "is invalid: at most one MeshTLSAuthentication may be required",
+        ),
+        (
+            policy(
+                target("Server", "web"),
+                vec![authn("ServiceAccount", "a"), authn("ServiceAccount", "b")],
+            ),
+            "is invalid: at most one ServiceAccount may be required",
+        ),
+        (
+            policy(
+                target("Server", "web"),
+                vec![
+                    authn("MeshTLSAuthentication", "a"),
+                    authn("ServiceAccount", "b"),
+                ],
+            ),
+            "is invalid: a MeshTLSAuthentication and a ServiceAccount may not both be required",
+        ),
+        (
+            policy(
+                target("Server", "web"),
+                vec![
+                    authn("NetworkAuthentication", "a"),
+                    authn("NetworkAuthentication", "b"),
+                ],
+            ),
+            "is invalid: at most one NetworkAuthentication may be required",
+        ),
+        (
+            policy(
+                target("Server", "web"),
+                vec![json!({"group": "policy.linkerd.io", "kind": "Server", "name": "x"})],
+            ),
+            "is invalid: unsupported authentication policy.linkerd.io/Server",
+        ),
+        (
+            policy(
+                target("Server", "web"),
+                vec![json!({"group": "policy.linkerd.io", "kind": "MeshTLSAuthentication"})],
+            ),
+            "is invalid: a MeshTLSAuthentication reference needs a name",
+        ),
+        (
+            policy(
+                json!({"group": "apps", "kind": "Deployment", "name": "web"}),
+                vec![],
+            ),
+            "is invalid: unsupported target apps/Deployment",
+        ),
+    ];
+    for (spec, message) in cases {
+        rejects("AuthorizationPolicy", spec, message);
+    }
+}
+
+#[test]
+fn mesh_tls_authentications() {
+    accepts(
+        "MeshTLSAuthentication",
+        json!({"identities": ["*", "web.ns.serviceaccount.identity.linkerd.cluster.local", "spiffe://example.org/web"]}),
+    );
+    accepts(
+        "MeshTLSAuthentication",
+        json!({"identityRefs": [{"kind": "ServiceAccount", "name": "web"}, {"kind": "Namespace", "name": "other"}, {"kind": "Namespace"}]}),
+    );
+    let cases = [
+        (
+            json!({"identities": ["Web.NS"]}),
+            "is invalid: invalid identity \"Web.NS\": expected a DNS-like name (lower-case labels, optionally starting with \"*\") or a SPIFFE ID (spiffe://trust-domain/path)",
+        ),
+        (
+            json!({"identityRefs": [{"kind": "Namespace", "name": "a", "namespace": "b"}]}),
+            "is invalid: a Namespace identity reference may not set a namespace (its name is the namespace)",
+        ),
+        (
+            json!({"identityRefs": [{"kind": "Pod", "name": "a"}]}),
+            "is invalid: unsupported identity reference kind Pod",
+        ),
+        (
+            json!({"identityRefs": [{"kind": "ServiceAccount"}]}),
+            "is invalid: a ServiceAccount reference needs a name",
+        ),
+        (json!({}), "is invalid: authorizes no clients"),
+    ];
+    for (spec, message) in cases {
+        rejects("MeshTLSAuthentication", spec, message);
+    }
+}
+
+#[test]
+fn network_authentications() {
+    accepts(
+        "NetworkAuthentication",
+        json!({"networks": [{"cidr": "0.0.0.0/0", "except": ["10.0.0.0/8"]}, {"cidr": "::/0"}]}),
+    );
+    rejects(
+        "NetworkAuthentication",
+        json!({"networks": []}),
+        "is invalid: networks must not be empty",
+    );
+    rejects(
+        "NetworkAuthentication",
+        json!({"networks": [{"cidr": "10.0.0.0/8", "except": ["fd00::/8"]}]}),
+        "is invalid: except fd00::/8 is not inside cidr 10.0.0.0/8",
+    );
+    rejects(
+        "NetworkAuthentication",
+        json!({"networks": [{"cidr": "10.0.0.1", "except": ["10.0.0.1"]}]}),
+        "is invalid: except 10.0.0.1/32 covers all of cidr 10.0.0.1/32",
+    );
+    rejects(
+        "NetworkAuthentication",
+        json!({}),
+        "could not be parsed: missing field `networks`",
+    );
+}
+
+#[test]
+fn http_routes() {
+    let server = json!({"group": "policy.linkerd.io", "kind": "Server", "name": "web"});
+    let route = |rules: Value| json!({"parentRefs": [server.clone()], "rules": rules});
+    accepts(
+        "HTTPRoute",
+        route(json!([{
+            "matches": [{"path": {"type": "RegularExpression", "value": "/a/[0-9]+"},
+                         "headers": [{"name": "x-a", "value": "b"}], "method": "GET"}],
+            "filters": [{"type": "RequestRedirect", "requestRedirect": {"path": {"type": "ReplaceFullPath", "replaceFullPath": "/b"}}}]
+        }])),
+    );
+    let cases = [
+        (
+            json!([{"matches": [{"path": {"type": "PathPrefix", "value": "api"}}]}]),
+            "is invalid: path \"api\" is not absolute",
+        ),
+        (
+            json!([{"matches": [{"path": {"type": "RegularExpression", "value": "(a"}}]}]),
+            "is invalid: invalid regular expression \"(a\": regex parse error:\n    (a\n    ^\nerror: unclosed group",
+        ),
+        (
+            json!([{"matches": [{"headers": [{"name": "x-a", "value": "a\nb"}]}]}]),
+            "is invalid: invalid header value \"a\\nb\"",
+        ),
+        (
+            json!([{"matches": [{"headers": [{"name": "x a", "value": "b"}]}]}]),
+            "is invalid: invalid header name \"x a\"",
+        ),
+        (
+            json!([{"filters": [{"type": "RequestMirror"}]}]),
+            "is invalid: unsupported filter \"RequestMirror\"",
+        ),
+        (
+            json!([{"filters": [{"type": "RequestRedirect", "requestRedirect": {"path": {"type": "ReplaceFullPath"}}}]}]),
+            "is invalid: ReplaceFullPath without replaceFullPath",
+        ),
+        (
+            json!([{"filters": [{"type": "RequestRedirect", "requestRedirect": {"statusCode": 1000}}]}]),
+            "is invalid: invalid redirect status 1000",
+        ),
+    ];
+    for (rules, message) in cases {
+        rejects("HTTPRoute", route(rules), message);
+    }
+    for (parent, message) in [
+        (
+            json!({"group": "policy.linkerd.io", "kind": "Server", "name": "web", "namespace": "other"}),
+            "is invalid: a Server parent may not name a Server in another namespace",
+        ),
+        (
+            json!({"group": "policy.linkerd.io", "kind": "Server", "name": "web", "port": 80}),
+            "is invalid: a Server parent may not name a port",
+        ),
+        (
+            json!({"group": "policy.linkerd.io", "kind": "Server", "name": "web", "sectionName": "a"}),
+            "is invalid: a Server parent may not name a section name",
+        ),
+    ] {
+        rejects("HTTPRoute", json!({"parentRefs": [parent]}), message);
+    }
+}
+
+#[test]
+fn other_kinds_and_deletes() {
+    rejects(
+        "EgressNetwork",
+        json!({}),
+        "is not a kind this webhook validates",
+    );
+    let mut delete = request("Server", json!({"port": "nope"}));
+    delete.operation = "DELETE".into();
+    delete.object = None;
+    assert_eq!(
+        PolicyValidator::new(ClusterInfo::default()).validate(&delete),
+        Ok(())
+    );
+}

@@ -367,6 +367,17 @@ impl PodInfo {
     }
 }
 
+impl PodInfo {
+    /// Whether `port` is opaque by the pod's annotation, or by the default
+    /// opaque ports when the pod has no annotation.
+    pub fn is_opaque(&self, port: u16, cfg: &TranslatorConfig) -> bool {
+        self.opaque_ports
+            .as_ref()
+            .unwrap_or(&cfg.default_opaque_ports)
+            .contains(port)
+    }
+}
+
 fn non_empty_or_default(value: Option<&str>) -> String {
     match value {
         Some(v) if !v.is_empty() => v.to_string(),
@@ -737,12 +748,7 @@ fn fill_pod(
         wa.http2 = cfg.meshed_http2_client_params;
         let admin = pod.proxy_ports.admin.as_ref().map_err(proxy_err)?;
         let control = pod.proxy_ports.control.as_ref().map_err(proxy_err)?;
-        let opaque = pod
-            .opaque_ports
-            .as_ref()
-            .unwrap_or(&cfg.default_opaque_ports)
-            .contains(port)
-            || ep.opaque_by_server;
+        let opaque = pod.is_opaque(port, cfg) || ep.opaque_by_server;
         let is_meta_port = port == *admin || port == *control;
         let mut hint = ProtocolHint::default();
         if !is_meta_port && (cfg.force_opaque_transport() || opaque) {

@@ -10,8 +10,11 @@
 
 use std::{
     collections::{BTreeMap, HashMap, HashSet},
+    net::IpAddr,
     sync::Arc,
 };
+
+use k8s_api::service_profile::ServiceProfile;
 
 use k8s_index::{Index, ObjectKey};
 use k8s_openapi::api::{
@@ -30,13 +33,15 @@ use crate::{
     },
     filter::FilterKey,
     metrics::{DestinationMetrics, GroupLabels},
+    profile_publishers::{ProfileKey, ProfileState, pod_ips, pod_key},
     publisher::{GroupContext, GroupState, PortInputs, PortPublisher},
 };
 
 /// The label linking an EndpointSlice to its Service.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
-type PodKey = (String, String);
+/// (namespace, name) of a pod.
+pub(crate) type PodKey = (String, String);
 
 /// Why a subscription is refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -61,6 +66,11 @@ pub struct EndpointsIndex {
     node_zones: HashMap<String, String>,
     owners: HashMap<(ParentKind, String, String), OwnerRef>,
     publishers: HashMap<ServiceId, HashMap<u16, PortPublisher>>,
+    /// ServiceProfiles by (namespace, name).
+    pub(crate) service_profiles: HashMap<PodKey, Arc<ServiceProfile>>,
+    pub(crate) profile_publishers: HashMap<ProfileKey, watch::Sender<Arc<ProfileState>>>,
+    pods_by_ip: HashMap<IpAddr, HashSet<PodKey>>,
+    cluster_ips: HashMap<IpAddr, HashSet<ServiceId>>,
 }
 
 impl EndpointsIndex {
@@ -77,6 +87,105 @@ impl EndpointsIndex {
             node_zones: HashMap::new(),
             owners: HashMap::new(),
             publishers: HashMap::new(),
+            service_profiles: HashMap::new(),
+            profile_publishers: HashMap::new(),
+            pods_by_ip: HashMap::new(),
+            cluster_ips: HashMap::new(),
+        }
+    }
+
+    /// The slices of a Service.
+    pub(crate) fn service_slices(
+        &self,
+        service: &ServiceId,
+    ) -> impl Iterator<Item = &EndpointSlice> {
+        self.slices
+            .get(service)
+            .into_iter()
+            .flat_map(|slices| slices.values().map(Arc::as_ref))
+    }
+
+    /// Services whose ClusterIPs include `ip`.
+    pub(crate) fn services_by_cluster_ip(&self, ip: IpAddr) -> Vec<ServiceId> {
+        let mut services: Vec<ServiceId> = self
+            .cluster_ips
+            .get(&ip)
+            .into_iter()
+            .flatten()
+            .cloned()
+            .collect();
+        services.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        services
+    }
+
+    /// Keys of the pods whose pod or host IP is `ip`.
+    pub(crate) fn pod_keys_at(&self, ip: IpAddr) -> impl Iterator<Item = (&str, &str)> {
+        self.pods_by_ip
+            .get(&ip)
+            .into_iter()
+            .flatten()
+            .map(|(ns, name)| (ns.as_str(), name.as_str()))
+    }
+
+    /// Every cached pod.
+    pub(crate) fn pods_iter(&self) -> impl Iterator<Item = &Arc<Pod>> {
+        self.pods.values()
+    }
+
+    /// The sole owner of a ReplicaSet or Job.
+    pub(crate) fn owner_of(&self, kind: ParentKind, ns: &str, name: &str) -> Option<OwnerRef> {
+        self.owners
+            .get(&(kind, ns.to_string(), name.to_string()))
+            .cloned()
+    }
+
+    fn index_pod_ips(&mut self, key: &PodKey, pod: Option<&Pod>, add: bool) -> HashSet<IpAddr> {
+        let ips = pod.map(pod_ips).unwrap_or_default();
+        for ip in &ips {
+            if add {
+                self.pods_by_ip.entry(*ip).or_default().insert(key.clone());
+            } else if let Some(keys) = self.pods_by_ip.get_mut(ip) {
+                keys.remove(key);
+                if keys.is_empty() {
+                    self.pods_by_ip.remove(ip);
+                }
+            }
+        }
+        ips
+    }
+
+    /// Stores a pod; returns the IPs whose endpoint profiles may change.
+    fn store_pod(&mut self, key: PodKey, pod: Option<Pod>) -> HashSet<IpAddr> {
+        let old = self.pods.remove(&key);
+        let mut ips = self.index_pod_ips(&key, old.as_deref(), false);
+        if let Some(pod) = pod {
+            ips.extend(self.index_pod_ips(&key, Some(&pod), true));
+            self.pods.insert(key, Arc::new(pod));
+        }
+        ips
+    }
+
+    fn index_cluster_ips(&mut self, id: &ServiceId, svc: Option<&Service>, add: bool) {
+        let ips = svc
+            .and_then(|s| s.spec.as_ref())
+            .map(|spec| {
+                spec.cluster_ips
+                    .iter()
+                    .flatten()
+                    .chain(spec.cluster_ip.iter())
+                    .filter_map(|ip| ip.parse::<IpAddr>().ok())
+                    .collect::<HashSet<_>>()
+            })
+            .unwrap_or_default();
+        for ip in ips {
+            if add {
+                self.cluster_ips.entry(ip).or_default().insert(id.clone());
+            } else if let Some(ids) = self.cluster_ips.get_mut(&ip) {
+                ids.remove(id);
+                if ids.is_empty() {
+                    self.cluster_ips.remove(&ip);
+                }
+            }
         }
     }
 
@@ -331,14 +440,20 @@ impl Index<Service> for EndpointsIndex {
             return;
         };
         let id = service_id(svc.metadata.namespace.as_deref(), &name);
+        let old = self.services.remove(&id);
+        self.index_cluster_ips(&id, old.as_deref(), false);
+        self.index_cluster_ips(&id, Some(&svc), true);
         self.services.insert(id.clone(), Arc::new(svc));
         self.refresh(&id);
+        self.refresh_service_profiles(&id);
     }
 
     fn delete(&mut self, key: ObjectKey) {
         let id = service_id(key.namespace.as_deref(), &key.name);
-        self.services.remove(&id);
+        let old = self.services.remove(&id);
+        self.index_cluster_ips(&id, old.as_deref(), false);
         self.refresh(&id);
+        self.refresh_service_profiles(&id);
     }
 }
 
@@ -389,32 +504,60 @@ impl Index<Pod> for EndpointsIndex {
             return;
         };
         let key = (ns, name);
-        self.pods.insert(key.clone(), Arc::new(pod));
+        let ips = self.store_pod(key.clone(), Some(pod));
         self.refresh_pod(&key);
+        self.refresh_endpoint_profiles(&ips);
     }
 
     fn delete(&mut self, key: ObjectKey) {
         let key = (key.namespace.unwrap_or_default(), key.name);
-        if self.pods.remove(&key).is_some() {
+        if self.pods.contains_key(&key) {
+            let ips = self.store_pod(key.clone(), None);
             self.refresh_pod(&key);
+            self.refresh_endpoint_profiles(&ips);
         }
     }
 
     fn reset(&mut self, pods: Vec<Pod>, removed: Vec<ObjectKey>) {
         // Apply the whole list, then recompute each publisher once.
+        let mut ips = HashSet::new();
         for key in removed {
-            self.pods
-                .remove(&(key.namespace.unwrap_or_default(), key.name));
+            ips.extend(self.store_pod((key.namespace.unwrap_or_default(), key.name), None));
         }
         for mut pod in pods {
             strip(&mut pod);
-            if let (Some(ns), Some(name)) =
-                (pod.metadata.namespace.clone(), pod.metadata.name.clone())
-            {
-                self.pods.insert((ns, name), Arc::new(pod));
+            if let Some(key) = pod_key(&pod) {
+                ips.extend(self.store_pod(key, Some(pod)));
             }
         }
+        self.refresh_endpoint_profiles(&ips);
         self.refresh_all();
+    }
+}
+
+impl Index<ServiceProfile> for EndpointsIndex {
+    fn apply(&mut self, mut profile: ServiceProfile) {
+        strip(&mut profile);
+        let (Some(ns), Some(name)) = (
+            profile.metadata.namespace.clone(),
+            profile.metadata.name.clone(),
+        ) else {
+            return;
+        };
+        self.service_profiles
+            .insert((ns, name.clone()), Arc::new(profile));
+        self.refresh_profiles_named(&name);
+    }
+
+    fn delete(&mut self, key: ObjectKey) {
+        let ns = key.namespace.unwrap_or_default();
+        if self
+            .service_profiles
+            .remove(&(ns, key.name.clone()))
+            .is_some()
+        {
+            self.refresh_profiles_named(&key.name);
+        }
     }
 }
 

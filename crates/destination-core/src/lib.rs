@@ -9,6 +9,7 @@
 //!
 //! State and serving:
 //! - [`endpoints_index`]: the watch-fed index and the publishers of subscribed targets;
+//! - [`profile_publishers`]: `GetProfile` resolution and shared profile publishers;
 //! - [`publisher`]: shared per-(service, port) and per-filter-group state;
 //! - [`server`]: the tonic service; [`grpc_stream`]: buffer-free streaming bodies; [`metrics`]: Prometheus metrics;
 //! - [`runtime`]: flags → watches, servers and shutdown.
@@ -22,6 +23,7 @@ pub mod filter;
 pub mod grpc_stream;
 pub mod metrics;
 pub mod profile;
+pub mod profile_publishers;
 pub mod publisher;
 pub mod runtime;
 pub mod server;

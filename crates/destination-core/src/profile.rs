@@ -279,10 +279,10 @@ fn response_match(
             max: range.max,
         }));
     }
-    if let Some(not) = m.not.as_deref() {
-        if let Some(not) = response_match(not, route)? {
-            parts.push(response_match::Match::Not(Box::new(not)));
-        }
+    if let Some(not) = m.not.as_deref()
+        && let Some(not) = response_match(not, route)?
+    {
+        parts.push(response_match::Match::Not(Box::new(not)));
     }
     Ok(combine(
         parts,

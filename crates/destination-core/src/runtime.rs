@@ -147,6 +147,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         resources::nodes(client.clone(), index.clone(), &index_metrics),
         resources::replica_sets(client.clone(), index.clone(), &index_metrics),
         resources::jobs(client.clone(), index.clone(), &index_metrics),
+        resources::service_profiles(client.clone(), index.clone(), &index_metrics),
     ];
     for watch in watches {
         let name = format!("{} cache", watch.kind);

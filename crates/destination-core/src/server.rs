@@ -5,19 +5,20 @@
 use std::{future::Future, pin::Pin, sync::Arc, task::Poll};
 
 use bytes::Bytes;
-use futures::Stream;
+use futures::{Stream, StreamExt};
 use http_body_util::BodyExt;
 use linkerd2_proxy_api::destination::{
     DestinationProfile, GetDestination, Update,
     destination_server::{Destination, DestinationServer},
 };
 use parking_lot::RwLock;
+use std::net::{IpAddr, SocketAddr};
 use tokio::sync::watch;
 use tonic::server::NamedService;
 use tonic::{Request, Response, Status};
 
 use crate::{
-    authority::{ServiceId, parse_target},
+    authority::{ServiceId, parse_service_name, parse_target, split_host_port},
     context_token::ContextToken,
     endpoints_index::{EndpointsIndex, SubscribeError},
     filter::FilterKey,
@@ -25,6 +26,7 @@ use crate::{
         FramedStream, MAX_REQUEST_BYTES, decode_request, error_response, response_headers,
     },
     metrics::DestinationMetrics,
+    profile_publishers::{ProfileKey, ProfileLookupError, ProfileState, Resolution},
     publisher::{Frames, GroupState, StreamCursor},
 };
 
@@ -174,11 +176,97 @@ impl Destination for DestinationService {
         &self,
         _request: Request<GetDestination>,
     ) -> Result<Response<Self::GetProfileStream>, Status> {
-        Err(Status::unimplemented("GetProfile is not implemented yet"))
+        // Never reached: `DestinationRouter` answers GetProfile (see `open_profile`).
+        Err(Status::internal(
+            "GetProfile is served by DestinationRouter",
+        ))
     }
 }
 
-/// The gRPC service registered with the server: `Get` is answered with
+/// Releases a profile publisher when its stream is dropped.
+struct ProfileSubscription {
+    index: Arc<RwLock<EndpointsIndex>>,
+    key: ProfileKey,
+    rx: Option<watch::Receiver<Arc<ProfileState>>>,
+}
+
+impl Drop for ProfileSubscription {
+    fn drop(&mut self) {
+        self.rx.take();
+        self.index.write().release_profile(&self.key);
+    }
+}
+
+impl DestinationService {
+    /// Opens a `GetProfile` stream: the current profile first, then a new
+    /// one whenever what the proxy sees changes (a slow client only ever
+    /// gets the newest).
+    pub fn open_profile(&self, request: GetDestination) -> Result<FrameStream, Status> {
+        let token = ContextToken::parse(&request.context_token);
+        let client_ns = Some(token.ns.as_str()).filter(|ns| !ns.is_empty());
+        let invalid = |error: &dyn std::fmt::Display| {
+            self.metrics.invalid_request();
+            Status::invalid_argument(format!("invalid authority {:?}: {error}", request.path))
+        };
+        let (host, port) = split_host_port(&request.path).map_err(|e| invalid(&e))?;
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let resolution = {
+            let index = self.index.read();
+            match host.parse::<IpAddr>() {
+                Ok(ip) => index.resolve_profile_addr(SocketAddr::new(ip, port), client_ns),
+                Err(_) => {
+                    let (service, instance) =
+                        parse_service_name(host, &self.cluster_domain).map_err(|e| invalid(&e))?;
+                    index.resolve_profile_name(&service, instance.as_deref(), port, client_ns)
+                }
+            }
+        }
+        .map_err(|error| match error {
+            ProfileLookupError::ServiceNotFound(_)
+            | ProfileLookupError::NoSuchInstance { .. }
+            | ProfileLookupError::InstanceWithoutPod { .. } => Status::not_found(error.to_string()),
+            ProfileLookupError::ExternalName(_) => Status::invalid_argument(error.to_string()),
+            ProfileLookupError::Ambiguous(_) => Status::failed_precondition(error.to_string()),
+        })?;
+        let key = match resolution {
+            Resolution::Empty => {
+                // The port is not the Service's: one empty profile, then
+                // the stream stays open (the proxy falls back to policy).
+                let frame = crate::grpc_stream::encode_frame(&DestinationProfile::default());
+                let mut shutdown = self.shutdown.clone();
+                let stream = futures::stream::once(futures::future::ready(Ok(frame)))
+                    .chain(futures::stream::pending())
+                    .take_until(async move {
+                        let _ = shutdown.wait_for(|stop| *stop).await;
+                    });
+                return Ok(Box::pin(stream));
+            }
+            Resolution::Key(key) => key,
+        };
+        let rx = self.index.write().subscribe_profile(key.clone());
+        let sub = ProfileSubscription {
+            index: self.index.clone(),
+            key,
+            rx: Some(rx),
+        };
+        let state = (sub, false, self.shutdown.clone());
+        let stream =
+            futures::stream::unfold(state, |(mut sub, started, mut shutdown)| async move {
+                let rx = sub.rx.as_mut()?;
+                if started {
+                    tokio::select! {
+                        changed = rx.changed() => changed.ok()?,
+                        _ = shutdown.wait_for(|stop| *stop) => return None,
+                    }
+                }
+                let frame = rx.borrow_and_update().frame.clone();
+                Some((Ok(frame), (sub, true, shutdown)))
+            });
+        Ok(Box::pin(stream))
+    }
+}
+
+/// The gRPC service registered with the server: `Get` and `GetProfile` are answered with
 /// [`FramedStream`] bodies (no per-stream encode buffer, see
 /// [`crate::grpc_stream`]); every other method goes to the generated server.
 #[derive(Clone)]
@@ -188,6 +276,7 @@ pub struct DestinationRouter {
 }
 
 const GET_PATH: &str = "/io.linkerd.proxy.destination.Destination/Get";
+const GET_PROFILE_PATH: &str = "/io.linkerd.proxy.destination.Destination/GetProfile";
 
 impl DestinationRouter {
     pub fn new(service: DestinationService) -> Self {
@@ -212,10 +301,14 @@ impl tower::Service<http::Request<tonic::body::Body>> for DestinationRouter {
     }
 
     fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
-        if request.uri().path() != GET_PATH {
-            let mut generated = self.generated.clone();
-            return Box::pin(async move { generated.call(request).await });
-        }
+        let profile = match request.uri().path() {
+            GET_PATH => false,
+            GET_PROFILE_PATH => true,
+            _ => {
+                let mut generated = self.generated.clone();
+                return Box::pin(async move { generated.call(request).await });
+            }
+        };
         let service = self.service.clone();
         Box::pin(async move {
             let limited = http_body_util::Limited::new(request.into_body(), MAX_REQUEST_BYTES);
@@ -226,8 +319,13 @@ impl tower::Service<http::Request<tonic::body::Body>> for DestinationRouter {
                     return Ok(error_response(&status));
                 }
             };
-            let response = decode_request::<GetDestination>(&body)
-                .and_then(|request| service.open_get(request));
+            let response = decode_request::<GetDestination>(&body).and_then(|request| {
+                if profile {
+                    service.open_profile(request)
+                } else {
+                    service.open_get(request)
+                }
+            });
             Ok(match response {
                 Ok(stream) => {
                     let mut response =

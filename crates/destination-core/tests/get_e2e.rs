@@ -9,41 +9,18 @@ use std::{
     time::Duration,
 };
 
-use k8s_openapi::{
-    api::core::v1::{Service, ServicePort, ServiceSpec},
-    apimachinery::pkg::util::intstr::IntOrString,
-};
-use kube::api::{DeleteParams, PostParams};
+mod common;
+
+use common::{at, authority, client, create_service, ready_pod, start_destination};
+use k8s_openapi::{api::core::v1::Service, apimachinery::pkg::util::intstr::IntOrString};
+use kube::api::DeleteParams;
 use linkerd2_proxy_api::destination::{
     GetDestination, Update, WeightedAddr, destination_client::DestinationClient, update,
 };
-use test_support::{ServerProcess, TestEnv, free_addr};
+use test_support::{TestEnv, free_addr};
 use tonic::{Code, Streaming, transport::Channel};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
-
-struct Destination {
-    process: ServerProcess,
-    addr: SocketAddr,
-}
-
-async fn start_destination(env: &TestEnv, addr: SocketAddr) -> Destination {
-    let admin = free_addr();
-    let args = vec![
-        format!("--kubeconfig={}", env.cluster().kubeconfig().display()),
-        format!("--addr={addr}"),
-        format!("--admin-addr={admin}"),
-    ];
-    let process =
-        ServerProcess::start(env!("CARGO_BIN_EXE_destination").as_ref(), &args, admin).await;
-    Destination { process, addr }
-}
-
-async fn client(addr: SocketAddr) -> DestinationClient<Channel> {
-    DestinationClient::connect(format!("http://{addr}"))
-        .await
-        .expect("connect to destination")
-}
 
 /// A Get stream and the endpoint set it describes so far.
 struct EndpointStream {
@@ -145,55 +122,6 @@ fn socket_addr(addr: &WeightedAddr) -> SocketAddr {
 fn tcp_addr(addr: &linkerd2_proxy_api::net::TcpAddress) -> SocketAddr {
     let ip: IpAddr = addr.ip.expect("ip").try_into().expect("valid ip");
     SocketAddr::new(ip, u16::try_from(addr.port).expect("port"))
-}
-
-fn at(ips: &[Ipv4Addr], port: u16) -> BTreeSet<SocketAddr> {
-    ips.iter()
-        .map(|ip| SocketAddr::new((*ip).into(), port))
-        .collect()
-}
-
-async fn create_service(env: &TestEnv, name: &str, ports: Vec<(i32, IntOrString)>, headless: bool) {
-    let svc = Service {
-        metadata: kube::api::ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        spec: Some(ServiceSpec {
-            selector: Some([("app".to_string(), name.to_string())].into()),
-            cluster_ip: headless.then(|| "None".to_string()),
-            ports: Some(
-                ports
-                    .into_iter()
-                    .map(|(port, target)| ServicePort {
-                        name: Some(format!("p{port}")),
-                        port,
-                        target_port: Some(target),
-                        ..Default::default()
-                    })
-                    .collect(),
-            ),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    env.api::<Service>()
-        .create(&PostParams::default(), &svc)
-        .await
-        .expect("create service");
-}
-
-fn authority(env: &TestEnv, svc: &str, port: u16) -> String {
-    format!("{svc}.{}.svc.cluster.local:{port}", env.ns)
-}
-
-async fn ready_pod(env: &TestEnv, app: &str, name: &str) -> Ipv4Addr {
-    let spec = env
-        .pod(name)
-        .label("app", app)
-        .port(Some("http"), 8080)
-        .meshed("linkerd");
-    env.create_ready_pod(&spec).await.1
 }
 
 #[tokio::test]

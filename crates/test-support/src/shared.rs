@@ -72,6 +72,37 @@ impl SharedCluster {
         (out.status.success(), text)
     }
 
+    /// Installs the CRDs of `deploy/crds/` (once per test binary) and waits
+    /// until they are established.
+    pub fn ensure_crds(&self) {
+        static INSTALLED: std::sync::Mutex<bool> = std::sync::Mutex::new(false);
+        let mut installed = INSTALLED.lock().unwrap_or_else(|p| p.into_inner());
+        if *installed {
+            return;
+        }
+        let crds = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../deploy/crds")
+            .display()
+            .to_string();
+        let (ok, out) = self.kubectl(
+            &["apply", "--server-side", "--force-conflicts", "-f", &crds],
+            None,
+        );
+        assert!(ok, "installing CRDs: {out}");
+        let (ok, out) = self.kubectl(
+            &[
+                "wait",
+                "--for=condition=Established",
+                "--timeout=60s",
+                "-f",
+                &crds,
+            ],
+            None,
+        );
+        assert!(ok, "waiting for CRDs: {out}");
+        *installed = true;
+    }
+
     /// Where the control plane keeps its logs and data.
     pub fn work_dir(&self) -> &Path {
         &self.work_dir

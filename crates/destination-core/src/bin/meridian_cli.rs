@@ -2,7 +2,8 @@
 //!
 //! `meridian-cli get <authority>` opens a `Destination.Get` stream and prints
 //! every Add / Remove / NoEndpoints as it arrives, followed by the current
-//! endpoint set as a table.
+//! endpoint set as a table. `meridian-cli profile <authority>` prints each
+//! `GetProfile` update.
 
 use std::{
     collections::BTreeMap,
@@ -49,27 +50,66 @@ enum Command {
         #[arg(long)]
         seconds: Option<u64>,
     },
+    /// Streams the profile of an authority (a service name or ip:port), printing each update.
+    Profile {
+        authority: String,
+        /// Context token, e.g. {"ns":"demo"} (whose ServiceProfile wins).
+        #[arg(long, default_value = "")]
+        token: String,
+        /// Stop after this many seconds (default: run until Ctrl-C).
+        #[arg(long)]
+        seconds: Option<u64>,
+    },
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    match cli.command {
+    let (watch, seconds): (
+        std::pin::Pin<Box<dyn Future<Output = anyhow::Result<()>>>>,
+        _,
+    ) = match cli.command {
         Command::Get {
             authority,
             token,
             seconds,
-        } => {
-            let watch = get(&cli.addr, authority, token);
-            match seconds {
-                // Running out of time is the normal end of a timed watch.
-                Some(s) => tokio::time::timeout(Duration::from_secs(s), watch)
-                    .await
-                    .unwrap_or(Ok(())),
-                None => watch.await,
-            }
-        }
+        } => (Box::pin(get(&cli.addr, authority, token)), seconds),
+        Command::Profile {
+            authority,
+            token,
+            seconds,
+        } => (Box::pin(profile(&cli.addr, authority, token)), seconds),
+    };
+    match seconds {
+        // Running out of time is the normal end of a timed watch.
+        Some(s) => tokio::time::timeout(Duration::from_secs(s), watch)
+            .await
+            .unwrap_or(Ok(())),
+        None => watch.await,
     }
+}
+
+async fn profile(addr: &str, path: String, token: String) -> anyhow::Result<()> {
+    let mut client = DestinationClient::connect(addr.to_string())
+        .await
+        .with_context(|| format!("connecting to {addr}"))?;
+    let request = GetDestination {
+        scheme: "k8s".into(),
+        path,
+        context_token: token,
+    };
+    let api_error =
+        |status: tonic::Status| anyhow::anyhow!("Destination API error: {}", status.message());
+    let mut stream = client
+        .get_profile(request)
+        .await
+        .map_err(api_error)?
+        .into_inner();
+    while let Some(profile) = stream.message().await.map_err(api_error)? {
+        println!("{profile:#?}");
+    }
+    println!("stream ended");
+    Ok(())
 }
 
 async fn get(addr: &str, path: String, token: String) -> anyhow::Result<()> {

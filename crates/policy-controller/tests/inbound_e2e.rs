@@ -5,6 +5,7 @@
 
 use std::{net::SocketAddr, sync::OnceLock, time::Duration};
 
+use base64::Engine as _;
 use linkerd2_proxy_api::{
     inbound::{
         PortSpec, Server, authn, inbound_server_policies_client::InboundServerPoliciesClient,
@@ -12,7 +13,7 @@ use linkerd2_proxy_api::{
     },
     meta::metadata,
 };
-use test_support::{ServerProcess, TestEnv, eventually, free_addr};
+use test_support::{LocalCa, ServerProcess, TestEnv, eventually, free_addr};
 use tonic::{Code, Streaming, transport::Channel};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -44,15 +45,23 @@ struct Controller {
 }
 
 async fn start_controller(env: &TestEnv) -> Controller {
+    start_controller_with(env, &["--admission-controller-disabled".to_string()]).await
+}
+
+/// Starts a controller whose status-writer Lease lives in the test's
+/// namespace (so a controller killed by another test holds no Lease we
+/// wait on).
+async fn start_controller_with(env: &TestEnv, extra: &[String]) -> Controller {
     install_crds(env);
     let grpc = free_addr();
     let admin = free_addr();
-    let args = vec![
+    let mut args = vec![
         format!("--kubeconfig={}", env.cluster().kubeconfig().display()),
         format!("--grpc-addr={grpc}"),
         format!("--admin-addr={admin}"),
-        "--admission-controller-disabled".to_string(),
+        format!("--control-plane-namespace={}", env.ns),
     ];
+    args.extend_from_slice(extra);
     let process = ServerProcess::start(
         env!("CARGO_BIN_EXE_policy-controller").as_ref(),
         &args,
@@ -354,15 +363,69 @@ spec:
     ));
 }
 
-#[tokio::test]
-async fn routes_attach_once_their_status_accepts_them() {
-    let env = TestEnv::new("policy").await;
-    create_web_pod(&env).await;
-    let mut controller = start_controller(&env).await;
-    kubectl_apply(&env, &server_yaml("web-http", "  proxyProtocol: HTTP/1\n"));
-    kubectl_apply(
-        &env,
-        "apiVersion: policy.linkerd.io/v1beta3
+fn route_names(s: &Server) -> Vec<Option<metadata::Kind>> {
+    match s.protocol.clone().and_then(|p| p.kind) {
+        Some(proxy_protocol::Kind::Http1(h)) => h
+            .routes
+            .into_iter()
+            .map(|r| r.metadata.and_then(|m| m.kind))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn has_route(s: &Server, name: &str) -> bool {
+    route_names(s)
+        .iter()
+        .any(|k| matches!(k, Some(metadata::Kind::Resource(r)) if r.name == name))
+}
+
+/// `(status, reason)` of our Accepted condition for `parent`, as stored.
+fn accepted_condition(env: &TestEnv, route: &str, parent: &str) -> Option<(String, String)> {
+    let (ok, out) = env.cluster().kubectl(
+        &[
+            "get",
+            "-n",
+            &env.ns,
+            &format!("httproute.policy.linkerd.io/{route}"),
+            "-o",
+            "json",
+        ],
+        None,
+    );
+    if !ok {
+        return None;
+    }
+    let json: serde_json::Value = serde_json::from_str(&out).ok()?;
+    let parents = json.pointer("/status/parents")?.as_array()?;
+    let entry = parents.iter().find(|p| {
+        p["controllerName"] == "linkerd.io/policy-controller" && p["parentRef"]["name"] == parent
+    })?;
+    let cond = entry["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Accepted")?;
+    Some((
+        cond["status"].as_str()?.to_string(),
+        cond["reason"].as_str()?.to_string(),
+    ))
+}
+
+async fn wait_condition(env: &TestEnv, route: &str, parent: &str, want: (&str, &str)) {
+    eventually(
+        &format!("{route} status {want:?} for {parent}"),
+        TIMEOUT,
+        || async {
+            match accepted_condition(env, route, parent) {
+                Some((s, r)) if s == want.0 && r == want.1 => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+}
+
+const ROUTE_API: &str = "apiVersion: policy.linkerd.io/v1beta3
 kind: HTTPRoute
 metadata:
   name: api
@@ -376,58 +439,347 @@ spec:
         - path:
             type: PathPrefix
             value: /api
-",
-    );
+";
+
+/// The issue's sequence on one open stream: default → Server → authorized →
+/// route attached (Accepted written by our status writer) → deleted →
+/// default again; and a route without its Server says NoMatchingParent.
+#[tokio::test]
+async fn status_writer_accepts_routes_and_the_stream_follows_in_order() {
+    let env = TestEnv::new("policy").await;
+    create_web_pod(&env).await;
+    let mut controller = start_controller(&env).await;
     let mut stream = controller
         .client
         .watch_port(spec(&env, "web", 8080))
         .await
         .expect("WatchPort")
         .into_inner();
-    let route_names = |s: &Server| -> Vec<Option<metadata::Kind>> {
-        match s.protocol.clone().and_then(|p| p.kind) {
-            Some(proxy_protocol::Kind::Http1(h)) => h
-                .routes
-                .into_iter()
-                .map(|r| r.metadata.and_then(|m| m.kind))
-                .collect(),
-            _ => Vec::new(),
-        }
-    };
-    let srv = next_matching(&mut stream, "the Server", |s| name_of(s).1 == "web-http").await;
+    let first = next_matching(&mut stream, "the default server", |_| true).await;
     assert_eq!(
-        route_names(&srv),
-        [Some(metadata::Kind::Default("default".into()))],
-        "not attached without an Accepted status"
+        name_of(&first),
+        ("default".into(), "all-unauthenticated".into())
     );
 
-    // Stand in for the status writer.
-    let status = r#"{"status":{"parents":[{
-        "parentRef":{"group":"policy.linkerd.io","kind":"Server","name":"web-http"},
-        "controllerName":"linkerd.io/policy-controller",
-        "conditions":[{"type":"Accepted","status":"True","reason":"Accepted","message":"",
-                       "lastTransitionTime":"2025-01-01T00:00:00Z"}]}]}}"#;
-    let (ok, out) = env.cluster().kubectl(
-        &[
-            "patch",
-            "-n",
-            &env.ns,
-            "httproute.policy.linkerd.io/api",
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            status,
-        ],
-        None,
+    // A route whose Server does not exist.
+    kubectl_apply(
+        &env,
+        &ROUTE_API
+            .replace("name: api", "name: orphan")
+            .replace("name: web-http", "name: nope"),
     );
-    assert!(ok, "patching the route status: {out}");
-    let attached = next_matching(&mut stream, "the attached route", |s| {
-        matches!(route_names(s).first(), Some(Some(metadata::Kind::Resource(r))) if r.name == "api")
+    wait_condition(&env, "orphan", "nope", ("False", "NoMatchingParent")).await;
+
+    kubectl_apply(
+        &env,
+        &server_yaml(
+            "web-http",
+            "  proxyProtocol: HTTP/1\n  accessPolicy: deny\n",
+        ),
+    );
+    let srv = next_matching(&mut stream, "the Server", |s| name_of(s).1 == "web-http").await;
+    assert!(srv.authorizations.is_empty(), "accessPolicy deny");
+
+    kubectl_apply(
+        &env,
+        "apiVersion: policy.linkerd.io/v1alpha1
+kind: NetworkAuthentication
+metadata:
+  name: everywhere
+spec:
+  networks:
+    - cidr: 0.0.0.0/0
+    - cidr: ::/0
+---
+apiVersion: policy.linkerd.io/v1alpha1
+kind: AuthorizationPolicy
+metadata:
+  name: allow-all
+spec:
+  targetRef:
+    group: policy.linkerd.io
+    kind: Server
+    name: web-http
+  requiredAuthenticationRefs:
+    - group: policy.linkerd.io
+      kind: NetworkAuthentication
+      name: everywhere
+",
+    );
+    next_matching(&mut stream, "the authorization", |s| {
+        !s.authorizations.is_empty()
     })
     .await;
+
+    // The writer accepts the route, and the stream shows it.
+    kubectl_apply(&env, ROUTE_API);
+    let attached = next_matching(&mut stream, "the attached route", |s| has_route(s, "api")).await;
     assert_eq!(
         route_names(&attached).len(),
         1,
         "the default route is replaced"
     );
+    assert!(!attached.authorizations.is_empty(), "still authorized");
+    wait_condition(&env, "api", "web-http", ("True", "Accepted")).await;
+
+    kubectl_delete(&env, "server/web-http");
+    next_matching(&mut stream, "the default server again", |s| {
+        name_of(s) == ("default".into(), "all-unauthenticated".into())
+    })
+    .await;
+    wait_condition(&env, "api", "web-http", ("False", "NoMatchingParent")).await;
+
+    let (_, metrics) = controller.process.admin_get("/metrics").await;
+    assert!(
+        metrics.contains("policy_resource_status_leader 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("policy_resource_status_patches_total{result=\"applied\"}"),
+        "{metrics}"
+    );
+}
+
+const WEBHOOK: &str = "linkerd-policy-validator.linkerd.io";
+
+/// Deletes the test's ValidatingWebhookConfiguration at the end.
+struct WebhookConfig<'a> {
+    env: &'a TestEnv,
+    name: String,
+}
+
+impl Drop for WebhookConfig<'_> {
+    fn drop(&mut self) {
+        let _ = self.env.cluster().kubectl(
+            &[
+                "delete",
+                "validatingwebhookconfiguration",
+                &self.name,
+                "--ignore-not-found",
+            ],
+            None,
+        );
+    }
+}
+
+fn webhook_config(name: &str, ns: &str, url: &str, ca_pem: &str) -> String {
+    let ca_bundle = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    format!(
+        r#"apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata:
+  name: {name}
+webhooks:
+  - name: {WEBHOOK}
+    clientConfig:
+      url: {url}
+      caBundle: {ca_bundle}
+    failurePolicy: Fail
+    sideEffects: None
+    admissionReviewVersions: ["v1", "v1beta1"]
+    timeoutSeconds: 5
+    namespaceSelector:
+      matchLabels:
+        kubernetes.io/metadata.name: {ns}
+    rules:
+      - operations: ["CREATE", "UPDATE"]
+        apiGroups: ["policy.linkerd.io"]
+        apiVersions: ["*"]
+        resources: ["authorizationpolicies", "httproutes", "meshtlsauthentications",
+                    "networkauthentications", "serverauthorizations", "servers"]
+"#
+    )
+}
+
+/// (manifest, what kubectl prints after "denied the request: ").
+fn invalid_objects(ns: &str) -> Vec<(String, String)> {
+    let obj = |api: &str, kind: &str, name: &str, spec: &str| {
+        format!(
+            "apiVersion: policy.linkerd.io/{api}\nkind: {kind}\nmetadata:\n  name: {name}\nspec:\n{spec}"
+        )
+    };
+    vec![
+        (
+            obj(
+                "v1beta3",
+                "Server",
+                "bad-srv",
+                "  podSelector: {}\n  port: 80\n  accessPolicy: allow-everyone\n",
+            ),
+            format!(
+                "Server \"{ns}/bad-srv\" is invalid: invalid default policy \"allow-everyone\""
+            ),
+        ),
+        (
+            obj(
+                "v1beta1",
+                "ServerAuthorization",
+                "bad-saz",
+                "  server: {name: web}\n  client:\n    unauthenticated: true\n    meshTLS: {identities: [\"*\"]}\n",
+            ),
+            format!(
+                "ServerAuthorization \"{ns}/bad-saz\" is invalid: meshTLS and unauthenticated may not both be set"
+            ),
+        ),
+        (
+            obj(
+                "v1beta1",
+                "ServerAuthorization",
+                "bad-except",
+                "  server: {name: web}\n  client:\n    unauthenticated: true\n    networks: [{cidr: 10.0.0.0/16, except: [10.1.0.0/24]}]\n",
+            ),
+            format!(
+                "ServerAuthorization \"{ns}/bad-except\" is invalid: except 10.1.0.0/24 is not inside cidr 10.0.0.0/16"
+            ),
+        ),
+        (
+            obj(
+                "v1alpha1",
+                "AuthorizationPolicy",
+                "bad-ap",
+                "  targetRef: {kind: Namespace, name: elsewhere}\n  requiredAuthenticationRefs: []\n",
+            ),
+            format!(
+                "AuthorizationPolicy \"{ns}/bad-ap\" is invalid: a Namespace target must name the policy's own namespace \"{ns}\", not \"elsewhere\""
+            ),
+        ),
+        (
+            obj(
+                "v1alpha1",
+                "AuthorizationPolicy",
+                "two-sas",
+                "  targetRef: {group: policy.linkerd.io, kind: Server, name: web}\n  requiredAuthenticationRefs: [{kind: ServiceAccount, name: a}, {kind: ServiceAccount, name: b}]\n",
+            ),
+            format!(
+                "AuthorizationPolicy \"{ns}/two-sas\" is invalid: at most one ServiceAccount may be required"
+            ),
+        ),
+        (
+            obj(
+                "v1alpha1",
+                "MeshTLSAuthentication",
+                "bad-ids",
+                "  identities: [\"Not_A.Name\"]\n",
+            ),
+            format!(
+                "MeshTLSAuthentication \"{ns}/bad-ids\" is invalid: invalid identity \"Not_A.Name\""
+            ),
+        ),
+        (
+            obj(
+                "v1alpha1",
+                "NetworkAuthentication",
+                "no-nets",
+                "  networks: []\n",
+            ),
+            format!(
+                "NetworkAuthentication \"{ns}/no-nets\" is invalid: networks must not be empty"
+            ),
+        ),
+        (
+            obj(
+                "v1beta3",
+                "HTTPRoute",
+                "bad-route",
+                "  parentRefs: [{group: policy.linkerd.io, kind: Server, name: web}]\n  rules:\n    - matches: [{path: {type: PathPrefix, value: api}}]\n",
+            ),
+            format!("HTTPRoute \"{ns}/bad-route\" is invalid: path \"api\" is not absolute"),
+        ),
+    ]
+}
+
+#[tokio::test]
+async fn kubectl_apply_of_invalid_policy_objects_is_refused() {
+    let env = TestEnv::new("policy").await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca = LocalCa::new("policy-validator-test-ca").expect("CA");
+    let cert = ca
+        .issue_serving_cert(&["linkerd-policy-validator.linkerd.svc"])
+        .expect("serving cert");
+    let (crt, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+    std::fs::write(&crt, &cert.cert_pem).expect("write cert");
+    std::fs::write(&key, &cert.key_pem).expect("write key");
+    let https = free_addr();
+    let controller = start_controller_with(
+        &env,
+        &[
+            format!("--server-addr={https}"),
+            format!("--server-tls-certs={}", crt.display()),
+            format!("--server-tls-key={}", key.display()),
+        ],
+    )
+    .await;
+
+    let config = WebhookConfig {
+        env: &env,
+        name: format!("policy-validator-test-{}", env.ns),
+    };
+    let url = format!("https://127.0.0.1:{}/", https.port());
+    kubectl_apply(
+        &env,
+        &webhook_config(&config.name, &env.ns, &url, ca.cert_pem()),
+    );
+
+    // The apiserver picks the configuration up asynchronously.
+    let cases = invalid_objects(&env.ns);
+    let (probe, probe_message) = &cases[0];
+    eventually("the webhook to be called", TIMEOUT, || async {
+        let (ok, out) = env.cluster().kubectl(
+            &["apply", "--dry-run=server", "-n", &env.ns, "-f", "-"],
+            Some(probe),
+        );
+        if !ok && out.contains(probe_message.as_str()) {
+            Ok(())
+        } else {
+            Err(out)
+        }
+    })
+    .await;
+
+    for (manifest, message) in &cases {
+        let (ok, out) = env
+            .cluster()
+            .kubectl(&["apply", "-n", &env.ns, "-f", "-"], Some(manifest));
+        assert!(!ok, "must be refused: {out}\n{manifest}");
+        let want = format!("admission webhook \"{WEBHOOK}\" denied the request: {message}");
+        assert!(out.contains(&want), "want: {want}\ngot:  {out}");
+    }
+
+    // Valid objects of every kind are admitted, and an invalid UPDATE is refused.
+    kubectl_apply(&env, &server_yaml("web-http", "  accessPolicy: audit\n"));
+    kubectl_apply(
+        &env,
+        "apiVersion: policy.linkerd.io/v1alpha1
+kind: MeshTLSAuthentication
+metadata:
+  name: ids
+spec:
+  identities: [\"*.ns.serviceaccount.identity.linkerd.cluster.local\", \"spiffe://example.org/web\"]
+---
+apiVersion: policy.linkerd.io/v1alpha1
+kind: AuthorizationPolicy
+metadata:
+  name: ok
+spec:
+  targetRef: {group: policy.linkerd.io, kind: Server, name: web-http}
+  requiredAuthenticationRefs: [{group: policy.linkerd.io, kind: MeshTLSAuthentication, name: ids}]
+",
+    );
+    kubectl_apply(&env, ROUTE_API);
+    let (ok, out) = env.cluster().kubectl(
+        &["apply", "-n", &env.ns, "-f", "-"],
+        Some(&server_yaml("web-http", "  accessPolicy: nope\n")),
+    );
+    assert!(!ok, "an invalid update must be refused: {out}");
+    assert!(
+        out.contains("is invalid: invalid default policy \"nope\""),
+        "{out}"
+    );
+
+    let (_, metrics) = controller.process.admin_get("/metrics").await;
+    assert!(
+        metrics.contains("policy_admission_reviews_total{result=\"denied\"}"),
+        "{metrics}"
+    );
+    drop(config);
 }

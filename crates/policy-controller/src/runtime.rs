@@ -116,7 +116,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     );
     // Either server failing stops the process; on shutdown both drain.
     let grpc = async {
-        grpc::serve(grpc_listener, policy, shutdown.clone())
+        let workload_ports =
+            grpc::workload_ports::WorkloadPortsService::new(index.clone(), shutdown.clone());
+        grpc::serve(grpc_listener, policy, workload_ports, shutdown.clone())
             .await
             .context("gRPC server")
     };

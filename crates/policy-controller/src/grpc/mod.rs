@@ -4,6 +4,7 @@
 
 mod convert;
 mod workload;
+pub mod workload_ports;
 
 use std::{net::SocketAddr, num::NonZeroU16, pin::Pin, sync::Arc};
 
@@ -133,16 +134,19 @@ impl<D: DiscoverInboundServer> InboundServerPolicies for InboundPolicyServer<D> 
     }
 }
 
-/// Serves the service on `listener` (plaintext HTTP/2) until `shutdown`.
+/// Serves the inbound policy API and the destination's workload-ports feed
+/// on `listener` (plaintext HTTP/2) until `shutdown`.
 pub async fn serve<D: DiscoverInboundServer>(
     listener: tokio::net::TcpListener,
     server: InboundPolicyServer<D>,
+    workload_ports: workload_ports::WorkloadPortsService,
     shutdown: Shutdown,
 ) -> Result<(), tonic::transport::Error> {
     let addr: Option<SocketAddr> = listener.local_addr().ok();
     tracing::info!(?addr, "inbound policy gRPC server listening");
     tonic::transport::Server::builder()
         .add_service(server.svc())
+        .add_service(workload_ports.svc())
         .serve_with_incoming_shutdown(
             // TCP_NODELAY: small watch updates must not wait on delayed ACKs.
             tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),

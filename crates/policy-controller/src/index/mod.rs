@@ -10,6 +10,7 @@
 //! once.
 
 mod authz;
+pub mod opaque_feed;
 mod pod;
 mod routes;
 mod selector;
@@ -185,6 +186,7 @@ pub struct Index {
     namespaces: HashMap<String, Namespace>,
     authentications: Authentications,
     metrics: Option<IndexMetrics>,
+    opaque: opaque_feed::OpaqueFeed,
 }
 
 /// Counts for metrics and tests.
@@ -235,7 +237,19 @@ impl Index {
             namespaces: HashMap::new(),
             authentications: Authentications::default(),
             metrics: None,
+            opaque: opaque_feed::OpaqueFeed::default(),
         }
+    }
+
+    /// The Server-derived opaque ports of every meshed pod, and the feed of
+    /// their changes (for the destination controller).
+    pub fn follow_opaque_ports(
+        &self,
+    ) -> (
+        Vec<opaque_feed::PodOpaquePorts>,
+        tokio::sync::broadcast::Receiver<std::sync::Arc<opaque_feed::PodOpaquePorts>>,
+    ) {
+        self.opaque.follow()
     }
 
     /// A new index behind the lock all watches and lookups share.
@@ -333,19 +347,23 @@ impl Index {
             cluster,
             namespaces,
             authentications,
+            opaque,
             ..
         } = self;
-        let mut reindex_ns = |ns: &mut Namespace| {
-            for pod in ns.pods.values_mut() {
+        let mut reindex_ns = |ns_name: &str, ns: &mut Namespace| {
+            for (name, pod) in ns.pods.iter_mut() {
                 pod.reindex(&ns.policy, authentications, cluster);
+                opaque.set(ns_name, name, pod.server_opaque_ports());
             }
         };
         if pending.all {
-            namespaces.values_mut().for_each(&mut reindex_ns);
+            for (name, ns) in namespaces.iter_mut() {
+                reindex_ns(name, ns);
+            }
         } else {
             for name in &pending.namespaces {
                 if let Some(ns) = namespaces.get_mut(name) {
-                    reindex_ns(ns);
+                    reindex_ns(name, ns);
                 }
             }
             for (ns_name, pod_name) in &pending.pods {
@@ -356,6 +374,7 @@ impl Index {
                     && let Some(pod) = ns.pods.get_mut(pod_name)
                 {
                     pod.reindex(&ns.policy, authentications, cluster);
+                    opaque.set(ns_name, pod_name, pod.server_opaque_ports());
                 }
             }
         }
@@ -597,6 +616,7 @@ impl Indexed for Pod {
         if let Some(n) = index.namespaces.get_mut(ns) {
             n.pods.remove(&name);
         }
+        index.opaque.set(ns, &name, Vec::new());
         Touched::Nothing
     }
 }

@@ -282,6 +282,17 @@ impl PodState {
         }
     }
 
+    /// The ports a Server (not a default) makes opaque, sorted.
+    pub fn server_opaque_ports(&self) -> Vec<u16> {
+        self.port_servers
+            .iter()
+            .filter(|(_, ps)| {
+                ps.server.is_some() && matches!(ps.tx.borrow().protocol, ProxyProtocol::Opaque)
+            })
+            .map(|(port, _)| port.get())
+            .collect()
+    }
+
     /// A receiver of `port`'s server, creating the default server of an
     /// unknown port.
     pub fn subscribe(

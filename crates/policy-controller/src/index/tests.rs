@@ -979,3 +979,47 @@ fn namespaces_are_independent() {
         ServerRef::Default("all-unauthenticated")
     );
 }
+
+#[test]
+fn opaque_servers_feed_the_destination_without_a_port_lookup() {
+    let mut index = Index::new(cluster());
+    index.apply(pod(
+        "db",
+        json!({"app": "db"}),
+        &[("pg", 5432), ("admin", 9000)],
+    ));
+    let (snapshot, mut feed) = index.follow_opaque_ports();
+    assert!(snapshot.is_empty());
+
+    // No proxy has asked about port 5432: the Server alone creates it.
+    index.apply(server(
+        "db-pg",
+        0,
+        json!({"podSelector": {"matchLabels": {"app": "db"}}, "port": "pg", "proxyProtocol": "opaque"}),
+    ));
+    let change = feed.try_recv().expect("a change");
+    assert_eq!(
+        (change.name.as_str(), change.ports.as_slice()),
+        ("db", &[5432][..])
+    );
+    // A non-opaque Server on another port changes nothing in the feed.
+    index.apply(server(
+        "db-admin",
+        1,
+        json!({"podSelector": {"matchLabels": {"app": "db"}}, "port": 9000, "proxyProtocol": "HTTP/1"}),
+    ));
+    assert!(feed.try_recv().is_err());
+    assert_eq!(index.follow_opaque_ports().0.len(), 1);
+
+    k8s_index::Index::<Server>::delete(&mut index, key("db-pg"));
+    assert!(feed.try_recv().expect("removal").ports.is_empty());
+    index.apply(server(
+        "db-pg",
+        0,
+        json!({"podSelector": {"matchLabels": {"app": "db"}}, "port": "pg", "proxyProtocol": "opaque"}),
+    ));
+    assert_eq!(feed.try_recv().expect("back").ports, [5432]);
+    k8s_index::Index::<Pod>::delete(&mut index, key("db"));
+    assert!(feed.try_recv().expect("pod gone").ports.is_empty());
+    assert!(index.follow_opaque_ports().0.is_empty());
+}

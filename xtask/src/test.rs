@@ -17,7 +17,17 @@ pub struct TestArgs {
 
 pub fn run(args: TestArgs) -> anyhow::Result<()> {
     crate::cluster::build()?;
-    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+    // Some end-to-end tests run another package's binary (the destination
+    // and the policy controller together): build every binary first.
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(&cargo)
+        .args(["build", "--workspace", "--bins"])
+        .current_dir(workspace_root())
+        .status()?;
+    if !status.success() {
+        bail!("cargo build failed with {status}");
+    }
+    let status = Command::new(&cargo)
         .args(["test", "--workspace"])
         .args(&args.cargo_args)
         .current_dir(workspace_root())

@@ -9,7 +9,7 @@
 //! without subscribers.
 
 use std::{
-    collections::{BTreeMap, HashMap, HashSet},
+    collections::{BTreeMap, BTreeSet, HashMap, HashSet},
     net::IpAddr,
     sync::Arc,
 };
@@ -71,6 +71,8 @@ pub struct EndpointsIndex {
     pub(crate) profile_publishers: HashMap<ProfileKey, watch::Sender<Arc<ProfileState>>>,
     pods_by_ip: HashMap<IpAddr, HashSet<PodKey>>,
     cluster_ips: HashMap<IpAddr, HashSet<ServiceId>>,
+    /// Ports that Server resources make opaque, by pod (from the policy controller).
+    server_opaque: HashMap<PodKey, BTreeSet<u16>>,
 }
 
 impl EndpointsIndex {
@@ -91,7 +93,61 @@ impl EndpointsIndex {
             profile_publishers: HashMap::new(),
             pods_by_ip: HashMap::new(),
             cluster_ips: HashMap::new(),
+            server_opaque: HashMap::new(),
         }
+    }
+
+    /// Applies the policy controller's opaque ports: a snapshot (`reset`,
+    /// replacing everything known) or changed pods. Every endpoint of an
+    /// affected pod is re-sent.
+    pub fn apply_server_opaque(&mut self, reset: bool, pods: Vec<crate::policy_link::PodPorts>) {
+        let mut affected: HashSet<PodKey> = HashSet::new();
+        if reset {
+            let mut next: HashMap<PodKey, BTreeSet<u16>> = HashMap::new();
+            for (key, ports) in pods {
+                if !ports.is_empty() {
+                    next.insert(key, ports);
+                }
+            }
+            for (key, ports) in &self.server_opaque {
+                if next.get(key) != Some(ports) {
+                    affected.insert(key.clone());
+                }
+            }
+            for (key, ports) in &next {
+                if self.server_opaque.get(key) != Some(ports) {
+                    affected.insert(key.clone());
+                }
+            }
+            self.server_opaque = next;
+        } else {
+            for (key, ports) in pods {
+                let changed = if ports.is_empty() {
+                    self.server_opaque.remove(&key).is_some()
+                } else {
+                    self.server_opaque.insert(key.clone(), ports.clone()) != Some(ports)
+                };
+                if changed {
+                    affected.insert(key);
+                }
+            }
+        }
+        for key in affected {
+            self.refresh_pod(&key);
+            let ips = self
+                .pods
+                .get(&key)
+                .map(|pod| pod_ips(pod))
+                .unwrap_or_default();
+            self.refresh_endpoint_profiles(&ips);
+        }
+    }
+
+    /// Whether a Server makes `port` of this pod opaque.
+    pub(crate) fn server_opaque(&self, pod: &Pod, port: u16) -> bool {
+        pod_key(pod)
+            .and_then(|key| self.server_opaque.get(&key))
+            .is_some_and(|ports| ports.contains(&port))
     }
 
     /// The slices of a Service.
@@ -301,10 +357,11 @@ impl EndpointsIndex {
                 .get(&(kind, ns.to_string(), name.to_string()))
                 .cloned()
         };
+        let server_opaque = |pod: &Pod, port: u16| self.server_opaque(pod, port);
         let lookups = Lookups {
             pod: &pod,
             owner: &owner,
-            server_opaque: None,
+            server_opaque: Some(&server_opaque),
         };
         let endpoints = translate_endpoints(
             service,

@@ -12,6 +12,7 @@
 //! - [`profile_publishers`]: `GetProfile` resolution and shared profile publishers;
 //! - [`publisher`]: shared per-(service, port) and per-filter-group state;
 //! - [`server`]: the tonic service; [`grpc_stream`]: buffer-free streaming bodies; [`metrics`]: Prometheus metrics;
+//! - [`policy_link`]: the link to the policy controller (Server-derived opaque ports);
 //! - [`runtime`]: flags → watches, servers and shutdown.
 
 pub mod authority;
@@ -22,6 +23,7 @@ pub mod endpoints_index;
 pub mod filter;
 pub mod grpc_stream;
 pub mod metrics;
+pub mod policy_link;
 pub mod profile;
 pub mod profile_publishers;
 pub mod publisher;

@@ -308,7 +308,7 @@ impl EndpointsIndex {
         };
         let owner = |kind, ns: &str, name: &str| self.owner_of(kind, ns, name);
         let info = Arc::new(PodInfo::from_pod(&pod, &owner));
-        let opaque = info.is_opaque(addr.port(), cfg);
+        let opaque = info.is_opaque(addr.port(), cfg) || self.server_opaque(&pod, addr.port());
         let endpoint = Endpoint {
             id: AddressId::Pod {
                 namespace: info.namespace.clone(),
@@ -319,7 +319,7 @@ impl EndpointsIndex {
             hostname: None,
             zone: None,
             for_zones: None,
-            opaque_by_server: false,
+            opaque_by_server: self.server_opaque(&pod, addr.port()),
             workload: Workload::Pod(info.clone()),
         };
         match weighted_addr(&endpoint, cfg, None) {

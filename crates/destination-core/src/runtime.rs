@@ -134,6 +134,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let mut registry = Registry::default();
     let index_metrics = IndexMetrics::register(&mut registry);
     let metrics = DestinationMetrics::register(&mut registry);
+    let link_metrics = crate::policy_link::LinkMetrics::register(&mut registry);
     let readiness = Readiness::default();
 
     let index = Arc::new(RwLock::new(EndpointsIndex::new(
@@ -161,6 +162,15 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding the gRPC server on {}", args.addr))?;
     tracing::info!(addr = %args.addr, "Destination gRPC server listening");
+
+    let link = crate::policy_link::run(
+        args.policy_addr.clone(),
+        index.clone(),
+        link_metrics,
+        readiness.register_degraded("policy link"),
+        shutdown.clone(),
+    );
+    tokio::spawn(link);
 
     let service = DestinationService::new(index, metrics, shutdown.receiver());
     let grpc = tonic::transport::Server::builder()

@@ -70,7 +70,11 @@ fn router(state: AdminState) -> Router {
 async fn ready(State(state): State<AdminState>) -> impl IntoResponse {
     let not_ready = state.readiness.not_ready();
     if not_ready.is_empty() {
-        (StatusCode::OK, "ready\n".to_string())
+        let mut body = "ready\n".to_string();
+        for note in state.readiness.degraded() {
+            body.push_str(&format!("degraded: {note}\n"));
+        }
+        (StatusCode::OK, body)
     } else {
         (
             StatusCode::SERVICE_UNAVAILABLE,

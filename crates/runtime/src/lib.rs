@@ -15,5 +15,5 @@ pub mod shutdown;
 pub use admin::AdminServer;
 pub use kube_client::KubeClientArgs;
 pub use logging::{LogArgs, LogFormat};
-pub use readiness::{Readiness, ReadyHandle};
+pub use readiness::{DegradedHandle, Readiness, ReadyHandle};
 pub use shutdown::Shutdown;

@@ -9,10 +9,28 @@ use tokio::sync::watch;
 /// A named component and its readiness.
 type Component = (String, watch::Receiver<bool>);
 
+/// A named condition that does not stop the process from serving, but that
+/// `/ready` reports (e.g. a dependency that is down while a fallback serves).
+type Note = (String, watch::Receiver<Option<String>>);
+
 /// The set of components whose readiness gates `/ready`.
 #[derive(Clone, Debug, Default)]
 pub struct Readiness {
     components: Arc<std::sync::Mutex<Vec<Component>>>,
+    notes: Arc<std::sync::Mutex<Vec<Note>>>,
+}
+
+/// A component's handle to report that it is degraded (and why).
+#[derive(Clone, Debug)]
+pub struct DegradedHandle {
+    tx: Arc<watch::Sender<Option<String>>>,
+}
+
+impl DegradedHandle {
+    /// Reports the component degraded with a reason, or healthy with `None`.
+    pub fn set(&self, reason: Option<String>) {
+        self.tx.send_replace(reason);
+    }
 }
 
 /// A component's handle to report its own readiness.
@@ -32,6 +50,26 @@ impl Readiness {
     /// Registers a component whose readiness is an existing boolean watch.
     pub fn register_watch(&self, name: impl Into<String>, rx: watch::Receiver<bool>) {
         self.lock().push((name.into(), rx));
+    }
+
+    /// Registers a condition that `/ready` reports without failing.
+    pub fn register_degraded(&self, name: impl Into<String>) -> DegradedHandle {
+        let (tx, rx) = watch::channel(None);
+        self.notes
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .push((name.into(), rx));
+        DegradedHandle { tx: Arc::new(tx) }
+    }
+
+    /// `"<name>: <reason>"` of every degraded condition.
+    pub fn degraded(&self) -> Vec<String> {
+        self.notes
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .iter()
+            .filter_map(|(name, rx)| rx.borrow().as_ref().map(|why| format!("{name}: {why}")))
+            .collect()
     }
 
     /// Names of the components that are not ready, in registration order.
@@ -86,5 +124,17 @@ mod tests {
         assert!(readiness.is_ready());
         pods.set(false);
         assert_eq!(readiness.not_ready(), vec!["pods"]);
+    }
+
+    #[test]
+    fn degraded_conditions_are_reported_without_failing() {
+        let readiness = Readiness::default();
+        let link = readiness.register_degraded("policy link");
+        assert!(readiness.degraded().is_empty());
+        link.set(Some("unreachable".into()));
+        assert!(readiness.is_ready());
+        assert_eq!(readiness.degraded(), vec!["policy link: unreachable"]);
+        link.set(None);
+        assert!(readiness.degraded().is_empty());
     }
 }

@@ -1,0 +1,133 @@
+//! The destination ↔ policy link end to end: both binaries run as processes
+//! against the real local control plane. An opaque Server flips the
+//! protocol hint on an open Get stream; killing the policy controller leaves
+//! the destination serving (with annotation-derived hints, reported in
+//! `/ready`), and restarting it restores the hints.
+
+mod common;
+
+use std::{net::SocketAddr, path::PathBuf, time::Duration};
+
+use common::{authority, create_service};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use linkerd2_proxy_api::destination::{
+    GetDestination, WeightedAddr, protocol_hint::Protocol, update,
+};
+use test_support::{ServerProcess, TestEnv, free_addr};
+
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The policy-controller binary, built next to ours by `cargo test --workspace`.
+fn policy_controller_bin() -> PathBuf {
+    let path =
+        std::path::Path::new(env!("CARGO_BIN_EXE_destination")).with_file_name("policy-controller");
+    assert!(
+        path.exists(),
+        "{} is missing: run the tests through `cargo xtask test` (or `cargo build -p policy-controller` first)",
+        path.display()
+    );
+    path
+}
+
+async fn start_policy(env: &TestEnv, grpc: SocketAddr) -> ServerProcess {
+    let admin = free_addr();
+    let args = vec![
+        format!("--kubeconfig={}", env.cluster().kubeconfig().display()),
+        format!("--grpc-addr={grpc}"),
+        format!("--admin-addr={admin}"),
+        "--admission-controller-disabled".to_string(),
+    ];
+    ServerProcess::start(&policy_controller_bin(), &args, admin).await
+}
+
+fn hint(addr: &WeightedAddr) -> (&'static str, Option<u32>) {
+    let hint = addr.protocol_hint.as_ref();
+    let protocol = match hint.and_then(|h| h.protocol.as_ref()) {
+        Some(Protocol::H2(_)) => "h2",
+        Some(Protocol::Opaque(_)) => "opaque",
+        None => "none",
+    };
+    let transport = hint
+        .and_then(|h| h.opaque_transport.as_ref())
+        .map(|t| t.inbound_port);
+    (protocol, transport)
+}
+
+/// Reads the stream until the (single) endpoint has the wanted hint.
+async fn wait_hint(
+    stream: &mut tonic::Streaming<linkerd2_proxy_api::destination::Update>,
+    want: (&'static str, Option<u32>),
+) {
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let update = tokio::time::timeout(left, stream.message())
+            .await
+            .unwrap_or_else(|_| panic!("no update with hint {want:?} in time"))
+            .expect("stream healthy")
+            .expect("stream open");
+        if let Some(update::Update::Add(set)) = update.update
+            && set.addrs.iter().any(|a| hint(a) == want)
+        {
+            return;
+        }
+    }
+}
+
+#[tokio::test]
+async fn server_opacity_flows_from_the_policy_controller_and_survives_its_outage() {
+    let env = TestEnv::new("link").await;
+    env.cluster().ensure_crds();
+    let policy_addr = free_addr();
+    let mut policy = start_policy(&env, policy_addr).await;
+
+    let admin = free_addr();
+    let grpc = free_addr();
+    let args = vec![
+        format!("--kubeconfig={}", env.cluster().kubeconfig().display()),
+        format!("--addr={grpc}"),
+        format!("--admin-addr={admin}"),
+        format!("--policy-addr=http://{policy_addr}"),
+    ];
+    let dst = ServerProcess::start(env!("CARGO_BIN_EXE_destination").as_ref(), &args, admin).await;
+
+    create_service(&env, "db", vec![(7000, IntOrString::Int(7000))], false).await;
+    let spec = env
+        .pod("db-0")
+        .label("app", "db")
+        .port(Some("db"), 7000)
+        .meshed("linkerd");
+    env.create_ready_pod(&spec).await;
+
+    let mut client = common::client(grpc).await;
+    let request = GetDestination {
+        scheme: "k8s".into(),
+        path: authority(&env, "db", 7000),
+        context_token: String::new(),
+    };
+    let mut stream = client.get(request).await.expect("open").into_inner();
+    wait_hint(&mut stream, ("h2", None)).await;
+
+    let server = format!(
+        "apiVersion: policy.linkerd.io/v1beta3\nkind: Server\nmetadata:\n  name: db\n  namespace: {}\nspec:\n  podSelector:\n    matchLabels:\n      app: db\n  port: db\n  proxyProtocol: opaque\n",
+        env.ns
+    );
+    let (ok, out) = env.cluster().kubectl(&["apply", "-f", "-"], Some(&server));
+    assert!(ok, "{out}");
+    wait_hint(&mut stream, ("opaque", Some(4143))).await;
+
+    // The policy controller goes away: annotation-derived hints, still serving.
+    policy.kill();
+    wait_hint(&mut stream, ("h2", None)).await;
+    let (status, body) = dst.admin_get("/ready").await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("degraded: policy link"), "{body}");
+    let (_, metrics) = dst.admin_get("/metrics").await;
+    assert!(metrics.contains("policy_link_connected 0"), "{metrics}");
+
+    // It comes back: the hints are corrected.
+    let _policy = start_policy(&env, policy_addr).await;
+    wait_hint(&mut stream, ("opaque", Some(4143))).await;
+    let (status, body) = dst.admin_get("/ready").await;
+    assert_eq!((status, body.as_str()), (200, "ready\n"));
+}

@@ -180,27 +180,12 @@ struct Kubectl {
 
 impl Kubectl {
     fn run(&self, args: &[&str], stdin: Option<&str>) -> anyhow::Result<String> {
-        use std::io::Write as _;
-        let mut child = Command::new(&self.path)
-            .args(args)
-            .env("KUBECONFIG", &self.kubeconfig)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
+        let (ok, out) = local_cluster::kubectl::run(&self.path, &self.kubeconfig, args, stdin)
             .context("running kubectl")?;
-        if let Some(mut pipe) = child.stdin.take() {
-            pipe.write_all(stdin.unwrap_or_default().as_bytes())?;
+        if !ok {
+            bail!("kubectl {} failed: {out}", args.join(" "));
         }
-        let out = child.wait_with_output()?;
-        if !out.status.success() {
-            bail!(
-                "kubectl {} failed: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        Ok(out)
     }
 }
 

@@ -244,26 +244,20 @@ fn response_match(
     m: &sp::ResponseMatch,
     route: &str,
 ) -> Result<Option<ResponseMatch>, ProfileError> {
+    // The set matches of a list, leaving out elements with no field set.
+    let seq = |list: &[sp::ResponseMatch]| -> Result<response_match::Seq, ProfileError> {
+        let mut matches = Vec::with_capacity(list.len());
+        for m in list {
+            matches.extend(response_match(m, route)?);
+        }
+        Ok(response_match::Seq { matches })
+    };
     let mut parts = Vec::new();
     if let Some(all) = &m.all {
-        let matches = all
-            .iter()
-            .map(|m| response_match(m, route))
-            .collect::<Result<Vec<_>, _>>()?
-            .into_iter()
-            .flatten()
-            .collect();
-        parts.push(response_match::Match::All(response_match::Seq { matches }));
+        parts.push(response_match::Match::All(seq(all)?));
     }
     if let Some(any) = &m.any {
-        let matches = any
-            .iter()
-            .map(|m| response_match(m, route))
-            .collect::<Result<Vec<_>, _>>()?
-            .into_iter()
-            .flatten()
-            .collect();
-        parts.push(response_match::Match::Any(response_match::Seq { matches }));
+        parts.push(response_match::Match::Any(seq(any)?));
     }
     if let Some(range) = &m.status {
         let invalid = |v: u32| v != 0 && !(100..=599).contains(&v);

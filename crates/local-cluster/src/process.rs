@@ -43,27 +43,8 @@ impl ManagedProcess {
         let out = fs::OpenOptions::new().create(true).append(true).open(log)?;
         let err = out.try_clone()?;
         let mut command = Command::new(program);
-        command
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .process_group(0);
-        if lifetime == Lifetime::Tied {
-            tie_to_parent(&mut command);
-        }
-        let child = command.spawn().map_err(|e| {
-            std::io::Error::new(
-                e.kind(),
-                format!("failed to start {}: {e}", program.display()),
-            )
-        })?;
-        Ok(Self {
-            name: name.to_string(),
-            child: Some(child),
-            log: log.to_path_buf(),
-            lifetime,
-        })
+        command.stdout(out).stderr(err);
+        Self::start(name, command, args, log.to_path_buf(), lifetime)
     }
 
     /// Spawns `program args…` with stdout and stderr on this terminal.
@@ -73,21 +54,29 @@ impl ManagedProcess {
         args: &[String],
         lifetime: Lifetime,
     ) -> std::io::Result<Self> {
-        let mut command = Command::new(program);
+        Self::start(name, Command::new(program), args, PathBuf::new(), lifetime)
+    }
+
+    /// Starts `command` in its own process group, tied to this thread if asked.
+    fn start(
+        name: &str,
+        mut command: Command,
+        args: &[String],
+        log: PathBuf,
+        lifetime: Lifetime,
+    ) -> std::io::Result<Self> {
         command.args(args).stdin(Stdio::null()).process_group(0);
         if lifetime == Lifetime::Tied {
             tie_to_parent(&mut command);
         }
         let child = command.spawn().map_err(|e| {
-            std::io::Error::new(
-                e.kind(),
-                format!("failed to start {}: {e}", program.display()),
-            )
+            let program = command.get_program().to_string_lossy().into_owned();
+            std::io::Error::new(e.kind(), format!("failed to start {program}: {e}"))
         })?;
         Ok(Self {
             name: name.to_string(),
             child: Some(child),
-            log: PathBuf::new(),
+            log,
             lifetime,
         })
     }

@@ -50,26 +50,8 @@ impl SharedCluster {
 
     /// Runs kubectl against the cluster; returns (success, stdout + stderr).
     pub fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> (bool, String) {
-        use std::io::Write as _;
-        let mut child = std::process::Command::new(&self.kubectl)
-            .args(args)
-            .env("KUBECONFIG", &self.kubeconfig)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("running kubectl");
-        if let Some(mut pipe) = child.stdin.take() {
-            pipe.write_all(stdin.unwrap_or("").as_bytes())
-                .expect("writing kubectl stdin");
-        }
-        let out = child.wait_with_output().expect("waiting for kubectl");
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (out.status.success(), text)
+        local_cluster::kubectl::run(&self.kubectl, &self.kubeconfig, args, stdin)
+            .expect("running kubectl")
     }
 
     /// Installs the CRDs of `deploy/crds/` (once per test binary) and waits

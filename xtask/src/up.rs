@@ -132,7 +132,10 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
         for component in &components {
             wait_ready(component.name, component.admin).await?;
         }
-        kubectl.run(&["apply", "-f", "-"], Some(&webhook_configs(ca.cert_pem())))?;
+        kubectl.run(
+            &["apply", "-f", "-"],
+            Some(&local_webhook_configs(ca.cert_pem())?),
+        )?;
         if !args.no_samples {
             create_samples(&kubectl, &client).await?;
         }
@@ -204,34 +207,37 @@ async fn wait_ready(name: &str, admin: &str) -> anyhow::Result<()> {
     bail!("{name} was not ready after 60s: {last}")
 }
 
-fn webhook_configs(ca_pem: &str) -> String {
+/// The webhook configurations of `deploy/`, pointed at the local processes:
+/// `clientConfig.service` becomes `url: https://127.0.0.1:<port>/` and the
+/// caBundle is the local CA, so the local run exercises the same rules,
+/// scopes and opt-out selectors as a cluster install.
+fn local_webhook_configs(ca_pem: &str) -> anyhow::Result<String> {
     use base64::Engine as _;
     let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
-    format!(
-        r#"apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingWebhookConfiguration
-metadata:
-  name: linkerd-sp-validator-webhook-config
-webhooks:
-  - name: linkerd-sp-validator.linkerd.io
-    clientConfig:
-      url: https://127.0.0.1:8443/
-      caBundle: {ca}
-    rules:
-      - operations: [CREATE, UPDATE]
-        apiGroups: [linkerd.io]
-        apiVersions: [v1alpha1, v1alpha2]
-        resources: [serviceprofiles]
-    namespaceSelector:
-      matchExpressions:
-        - key: config.linkerd.io/admission-webhooks
-          operator: NotIn
-          values: [disabled]
-    admissionReviewVersions: [v1, v1beta1]
-    sideEffects: None
-    failurePolicy: Fail
-"#
-    )
+    let mut docs = Vec::new();
+    for (file, port) in [
+        ("sp-validator-webhook.yaml", 8443),
+        ("policy-validator-webhook.yaml", 9443),
+    ] {
+        let path = workspace_root().join("deploy").join(file);
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
+        for doc in serde_yaml::Deserializer::from_str(&text) {
+            let mut value: serde_json::Value = serde::Deserialize::deserialize(doc)?;
+            if value["kind"] != "ValidatingWebhookConfiguration" {
+                continue;
+            }
+            for hook in value["webhooks"].as_array_mut().into_iter().flatten() {
+                hook["clientConfig"] = serde_json::json!({
+                    "url": format!("https://127.0.0.1:{port}/"),
+                    "caBundle": ca,
+                });
+                hook["failurePolicy"] = "Fail".into();
+            }
+            docs.push(value);
+        }
+    }
+    Ok(serde_json::json!({"apiVersion": "v1", "kind": "List", "items": docs}).to_string())
 }
 
 async fn create_samples(kubectl: &Kubectl, client: &kube::Client) -> anyhow::Result<()> {

@@ -10,7 +10,7 @@ use crate::paths::workspace_root;
 
 #[derive(Args)]
 pub struct BenchArgs {
-    /// Which benchmark: destination.
+    /// Which benchmark: destination or policy.
     pub name: String,
     /// Arguments for the benchmark (see `meridian-bench <name> --help`).
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -28,6 +28,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             "bench",
             "-p",
             "destination-core",
+            "-p",
+            "policy-controller",
         ])
         .current_dir(workspace_root())
         .status()
@@ -41,11 +43,20 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         .join("release");
     let mut bench = Command::new(target.join("meridian-bench"));
     bench.arg(&args.name);
-    if args.name == "destination" {
-        bench.arg(format!(
-            "--destination-bin={}",
-            target.join("destination").display()
-        ));
+    match args.name.as_str() {
+        "destination" => {
+            bench.arg(format!(
+                "--destination-bin={}",
+                target.join("destination").display()
+            ));
+        }
+        "policy" => {
+            bench.arg(format!(
+                "--policy-bin={}",
+                target.join("policy-controller").display()
+            ));
+        }
+        _ => {}
     }
     let status = bench
         .args(&args.args)

@@ -13,7 +13,6 @@
 
 use std::{
     collections::HashMap,
-    net::SocketAddr,
     path::PathBuf,
     sync::{
         Arc,
@@ -22,7 +21,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use futures::{StreamExt, stream};
 use k8s_openapi::api::{
     core::v1::{Namespace, Pod, Service},
@@ -37,7 +36,10 @@ use local_cluster::{Cluster, ClusterOptions, Lifetime, ManagedProcess};
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use crate::stats::{ms, percentile, rss_bytes};
+use crate::{
+    common::{ArrivalCodec, FanOut, connect, free_addr, observe_versions, wait_count, wait_ready},
+    stats::rss_bytes,
+};
 
 const NS: &str = "bench";
 
@@ -161,7 +163,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         &log,
         Lifetime::Tied,
     )?;
-    wait_ready(admin_addr).await?;
+    wait_ready("destination", admin_addr).await?;
     let pid = destination.pid().context("destination pid")?;
 
     let channels = connect(grpc_addr, args.connections).await?;
@@ -194,25 +196,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     // of the slices tells when the change became visible to watchers, so the
     // apiserver's share of the latency can be told apart from Meridian's.
     let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), NS);
-    let (seen_tx, mut seen_rx) = mpsc::unbounded_channel::<(String, Instant)>();
-    let watch_slices = slices.clone();
-    let observer = tokio::spawn(async move {
-        use kube::runtime::{WatchStreamExt, watcher};
-        let mut events =
-            std::pin::pin!(watcher(watch_slices, watcher::Config::default()).applied_objects());
-        while let Some(Ok(slice)) = events.next().await {
-            let rv = slice.metadata.resource_version.unwrap_or_default();
-            if seen_tx.send((rv, Instant::now())).is_err() {
-                return;
-            }
-        }
-    });
+    let (observer, mut seen_rx) = observe_versions(slices.clone());
     tokio::time::sleep(Duration::from_secs(1)).await;
     while seen_rx.try_recv().is_ok() {}
-    let mut from_watch = Vec::with_capacity(args.changes);
-    let mut first_from_watch = Vec::with_capacity(args.changes);
+    let mut fan_out = FanOut::default();
     let hot = args.hot_services.max(1);
-    let mut samples = Vec::with_capacity(args.changes);
     let mut not_ready: HashMap<usize, Option<usize>> = HashMap::new();
     for k in 0..args.changes {
         let s = k % hot;
@@ -229,32 +217,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             .patch(&svc_name(s), &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
         let rv = patched.metadata.resource_version.unwrap_or_default();
-        let expected = per_service[s];
-        let mut seen = 0usize;
-        let mut last = t0;
-        let mut first: Option<Instant> = None;
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        while seen < expected {
-            match tokio::time::timeout_at(deadline, events_rx.recv()).await {
-                Ok(Some((svc, at))) if svc == s => {
-                    seen += 1;
-                    last = last.max(at);
-                    first = Some(first.map_or(at, |f| f.min(at)));
-                }
-                Ok(Some(_)) => {}
-                _ => bail!("change {k}: only {seen}/{expected} streams got the update within 30s"),
-            }
-        }
-        samples.push(last - t0);
-        let visible = loop {
-            match tokio::time::timeout(Duration::from_secs(30), seen_rx.recv()).await {
-                Ok(Some((seen_rv, at))) if seen_rv == rv => break at,
-                Ok(Some(_)) => {}
-                _ => bail!("change {k}: our own watch never saw resourceVersion {rv}"),
-            }
-        };
-        from_watch.push(last.saturating_duration_since(visible));
-        first_from_watch.push(first.unwrap_or(last).saturating_duration_since(visible));
+        fan_out
+            .record(k, t0, &rv, s, per_service[s], &mut events_rx, &mut seen_rx)
+            .await?;
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     observer.abort();
@@ -275,30 +240,13 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         "  marginal memory per stream: {} bytes (target ≤ 4096)",
         after.saturating_sub(before) / args.streams.max(1) as u64
     );
-    let fan_out: Vec<usize> = (0..hot).map(|s| per_service[s]).collect();
+    let streams_per_hot: Vec<usize> = (0..hot).map(|s| per_service[s]).collect();
     println!(
         "  endpoint change → every subscribed stream ({} changes, {:?} streams per hot service):",
-        samples.len(),
-        fan_out
+        fan_out.len(),
+        streams_per_hot
     );
-    println!(
-        "    from the EndpointSlice write:      p50 {}, p99 {}, max {} (target p99 ≤ 50 ms)",
-        ms(percentile(&samples, 50.0)),
-        ms(percentile(&samples, 99.0)),
-        ms(percentile(&samples, 100.0))
-    );
-    println!(
-        "    from the change reaching watchers: p50 {}, p90 {}, p99 {}, max {}",
-        ms(percentile(&from_watch, 50.0)),
-        ms(percentile(&from_watch, 90.0)),
-        ms(percentile(&from_watch, 99.0)),
-        ms(percentile(&from_watch, 100.0))
-    );
-    println!(
-        "    first stream, from watchers:       p50 {}, p99 {}",
-        ms(percentile(&first_from_watch, 50.0)),
-        ms(percentile(&first_from_watch, 99.0)),
-    );
+    fan_out.print("EndpointSlice");
     destination.stop(Duration::from_secs(5));
     drop(cluster);
     let _ = std::fs::remove_dir_all(&work_dir);
@@ -361,55 +309,6 @@ async fn populate(client: &kube::Client, plan: &Plan) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A client codec that encodes `GetDestination` and does not decode the
-/// responses (it yields their size): the benchmark measures when updates
-/// arrive, and decoding 10,000 streams' messages on the same two cores
-/// would mostly measure the client.
-#[derive(Clone, Copy, Default)]
-struct ArrivalCodec;
-
-struct RequestEncoder;
-struct SizeDecoder;
-
-impl tonic::codec::Encoder for RequestEncoder {
-    type Item = GetDestination;
-    type Error = tonic::Status;
-    fn encode(
-        &mut self,
-        item: GetDestination,
-        dst: &mut tonic::codec::EncodeBuf<'_>,
-    ) -> Result<(), tonic::Status> {
-        prost::Message::encode(&item, dst).map_err(|e| tonic::Status::internal(e.to_string()))
-    }
-}
-
-impl tonic::codec::Decoder for SizeDecoder {
-    type Item = usize;
-    type Error = tonic::Status;
-    fn decode(
-        &mut self,
-        src: &mut tonic::codec::DecodeBuf<'_>,
-    ) -> Result<Option<usize>, tonic::Status> {
-        use bytes::Buf;
-        let len = src.remaining();
-        src.advance(len);
-        Ok(Some(len))
-    }
-}
-
-impl tonic::codec::Codec for ArrivalCodec {
-    type Encode = GetDestination;
-    type Decode = usize;
-    type Encoder = RequestEncoder;
-    type Decoder = SizeDecoder;
-    fn encoder(&mut self) -> RequestEncoder {
-        RequestEncoder
-    }
-    fn decoder(&mut self) -> SizeDecoder {
-        SizeDecoder
-    }
-}
-
 fn open_stream(
     channel: &tonic::transport::Channel,
     service: usize,
@@ -431,7 +330,11 @@ fn open_stream(
         let path =
             http::uri::PathAndQuery::from_static("/io.linkerd.proxy.destination.Destination/Get");
         let Ok(response) = client
-            .server_streaming(tonic::Request::new(request), path, ArrivalCodec)
+            .server_streaming(
+                tonic::Request::new(request),
+                path,
+                ArrivalCodec::<GetDestination>::default(),
+            )
             .await
         else {
             return;
@@ -446,44 +349,4 @@ fn open_stream(
             }
         }
     });
-}
-
-async fn connect(addr: SocketAddr, n: usize) -> anyhow::Result<Vec<tonic::transport::Channel>> {
-    let mut channels = Vec::with_capacity(n);
-    for _ in 0..n.max(1) {
-        let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))?
-            .connect()
-            .await?;
-        channels.push(channel);
-    }
-    Ok(channels)
-}
-
-async fn wait_count(counter: &AtomicUsize, want: usize) -> anyhow::Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(300);
-    while counter.load(Ordering::Relaxed) < want {
-        if Instant::now() > deadline {
-            bail!(
-                "only {}/{want} streams received their snapshot",
-                counter.load(Ordering::Relaxed)
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    Ok(())
-}
-
-async fn wait_ready(admin: SocketAddr) -> anyhow::Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while Instant::now() < deadline {
-        if let Ok((200, _)) = local_cluster::probe::http_get(admin, "/ready").await {
-            return Ok(());
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    bail!("destination not ready after 120s")
-}
-
-fn free_addr() -> anyhow::Result<SocketAddr> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?)
 }

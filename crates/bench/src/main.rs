@@ -2,7 +2,9 @@
 //! Run through `cargo xtask bench <name>`, which builds everything in release
 //! mode first.
 
+mod common;
 mod destination;
+mod policy;
 mod stats;
 
 use clap::{Parser, Subcommand};
@@ -18,6 +20,8 @@ struct Cli {
 enum Bench {
     /// Get streams: memory per stream and update fan-out latency.
     Destination(destination::Args),
+    /// WatchPort streams: memory per stream and Server-change fan-out latency.
+    Policy(policy::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -27,5 +31,6 @@ fn main() -> anyhow::Result<()> {
         .build()?;
     match cli.bench {
         Bench::Destination(args) => runtime.block_on(destination::run(args)),
+        Bench::Policy(args) => runtime.block_on(policy::run(args)),
     }
 }

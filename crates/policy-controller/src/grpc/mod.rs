@@ -1,12 +1,19 @@
 //! The thin tonic layer: `io.linkerd.proxy.inbound.InboundServerPolicies`
 //! (`GetPort`, `WatchPort`) over any [`DiscoverInboundServer`], served as
-//! plaintext h2c.
+//! plaintext h2c. [`InboundPolicyRouter`] answers `WatchPort` with
+//! exactly-sized frames and no per-stream encode buffer (the destination's
+//! `grpc_stream` module); `GetPort` goes to the generated server.
 
 mod convert;
 mod workload;
 pub mod workload_ports;
 
-use std::{net::SocketAddr, num::NonZeroU16, pin::Pin, sync::Arc};
+use std::{future::Future, net::SocketAddr, num::NonZeroU16, pin::Pin, sync::Arc, task::Poll};
+
+use destination_core::grpc_stream::{
+    FramedStream, MAX_REQUEST_BYTES, decode_request, encode_frame, error_response, response_headers,
+};
+use http_body_util::BodyExt;
 
 use futures::{Stream, StreamExt};
 use ipnet::IpNet;
@@ -16,6 +23,7 @@ use linkerd2_proxy_api::inbound::{
 };
 use meridian_runtime::Shutdown;
 use tokio_stream::wrappers::WatchStream;
+use tonic::server::NamedService;
 
 pub use self::{
     convert::to_server,
@@ -118,19 +126,112 @@ impl<D: DiscoverInboundServer> InboundServerPolicies for InboundPolicyServer<D> 
         &self,
         req: tonic::Request<proto::PortSpec>,
     ) -> Result<tonic::Response<ServerStream>, tonic::Status> {
-        let rx = self.lookup(WATCH_PORT, req.into_inner())?;
+        let stream = self.watch(req.into_inner())?.map(Ok);
+        Ok(tonic::Response::new(Box::pin(stream)))
+    }
+}
+
+impl<D: DiscoverInboundServer> InboundPolicyServer<D> {
+    /// The messages of one `WatchPort` stream (ends on shutdown).
+    fn watch(
+        &self,
+        spec: proto::PortSpec,
+    ) -> Result<impl Stream<Item = proto::Server> + Send + use<D>, tonic::Status> {
+        let rx = self.lookup(WATCH_PORT, spec)?;
         let networks = self.cluster_networks.clone();
         let metrics = self.metrics.clone();
         let guard = metrics.stream_opened(WATCH_PORT);
-        let stream = WatchStream::new(rx)
+        Ok(WatchStream::new(rx)
             .map(move |server| {
                 // Keep the guard alive as long as the stream.
                 let _ = &guard;
                 metrics.message_sent(WATCH_PORT);
-                Ok(to_server(&server, &networks))
+                to_server(&server, &networks)
             })
-            .take_until(self.shutdown.clone().requested());
-        Ok(tonic::Response::new(Box::pin(stream)))
+            .take_until(self.shutdown.clone().requested()))
+    }
+
+    /// `WatchPort` as a stream of exactly-sized encoded frames.
+    fn watch_frames(&self, spec: proto::PortSpec) -> Result<FrameStream, tonic::Status> {
+        let stream = self.watch(spec)?.map(|server| Ok(encode_frame(&server)));
+        Ok(Box::pin(stream))
+    }
+}
+
+type FrameStream = Pin<Box<dyn Stream<Item = Result<bytes::Bytes, tonic::Status>> + Send>>;
+
+const WATCH_PORT_PATH: &str = "/io.linkerd.proxy.inbound.InboundServerPolicies/WatchPort";
+
+/// The gRPC service registered with the server: `WatchPort` is answered
+/// with [`FramedStream`] bodies (an idle stream holds no encode buffer);
+/// `GetPort` goes to the generated server.
+pub struct InboundPolicyRouter<D> {
+    server: Arc<InboundPolicyServer<D>>,
+    generated: InboundServerPoliciesServer<InboundPolicyServer<D>>,
+}
+
+impl<D> Clone for InboundPolicyRouter<D> {
+    fn clone(&self) -> Self {
+        Self {
+            server: self.server.clone(),
+            generated: self.generated.clone(),
+        }
+    }
+}
+
+impl<D: DiscoverInboundServer> InboundPolicyRouter<D> {
+    pub fn new(server: InboundPolicyServer<D>) -> Self {
+        let server = Arc::new(server);
+        Self {
+            generated: InboundServerPoliciesServer::from_arc(server.clone()),
+            server,
+        }
+    }
+}
+
+impl<D> NamedService for InboundPolicyRouter<D> {
+    const NAME: &'static str = "io.linkerd.proxy.inbound.InboundServerPolicies";
+}
+
+impl<D: DiscoverInboundServer> tower::Service<http::Request<tonic::body::Body>>
+    for InboundPolicyRouter<D>
+{
+    type Response = http::Response<tonic::body::Body>;
+    type Error = std::convert::Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut std::task::Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
+        if request.uri().path() != WATCH_PORT_PATH {
+            let mut generated = self.generated.clone();
+            return Box::pin(async move { generated.call(request).await });
+        }
+        let server = self.server.clone();
+        Box::pin(async move {
+            let limited = http_body_util::Limited::new(request.into_body(), MAX_REQUEST_BYTES);
+            let body = match limited.collect().await {
+                Ok(collected) => collected.to_bytes(),
+                Err(error) => {
+                    let status =
+                        tonic::Status::invalid_argument(format!("reading the request: {error}"));
+                    return Ok(error_response(&status));
+                }
+            };
+            let frames =
+                decode_request::<proto::PortSpec>(&body).and_then(|spec| server.watch_frames(spec));
+            Ok(match frames {
+                Ok(stream) => {
+                    let mut response =
+                        http::Response::new(tonic::body::Body::new(FramedStream::new(stream)));
+                    *response.headers_mut() = response_headers();
+                    response
+                }
+                Err(status) => error_response(&status),
+            })
+        })
     }
 }
 
@@ -145,7 +246,7 @@ pub async fn serve<D: DiscoverInboundServer>(
     let addr: Option<SocketAddr> = listener.local_addr().ok();
     tracing::info!(?addr, "inbound policy gRPC server listening");
     tonic::transport::Server::builder()
-        .add_service(server.svc())
+        .add_service(InboundPolicyRouter::new(server))
         .add_service(workload_ports.svc())
         .serve_with_incoming_shutdown(
             // TCP_NODELAY: small watch updates must not wait on delayed ACKs.

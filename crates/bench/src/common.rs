@@ -1,0 +1,217 @@
+//! What every streaming benchmark's client needs: a codec that counts
+//! arrivals without decoding, connections, and waiting for the server
+//! under test.
+
+use std::{
+    marker::PhantomData,
+    net::SocketAddr,
+    sync::atomic::{AtomicUsize, Ordering},
+    time::{Duration, Instant},
+};
+
+use anyhow::bail;
+
+/// A client codec that encodes the request `Req` and does not decode the
+/// responses (it yields their size): the benchmarks measure when updates
+/// arrive, and decoding 10,000 streams' messages on the same two cores
+/// would mostly measure the client.
+pub struct ArrivalCodec<Req>(PhantomData<fn(Req)>);
+
+impl<Req> Default for ArrivalCodec<Req> {
+    fn default() -> Self {
+        Self(PhantomData)
+    }
+}
+
+pub struct RequestEncoder<Req>(PhantomData<fn(Req)>);
+pub struct SizeDecoder;
+
+impl<Req: prost::Message + Send + 'static> tonic::codec::Encoder for RequestEncoder<Req> {
+    type Item = Req;
+    type Error = tonic::Status;
+    fn encode(
+        &mut self,
+        item: Req,
+        dst: &mut tonic::codec::EncodeBuf<'_>,
+    ) -> Result<(), tonic::Status> {
+        item.encode(dst)
+            .map_err(|e| tonic::Status::internal(e.to_string()))
+    }
+}
+
+impl tonic::codec::Decoder for SizeDecoder {
+    type Item = usize;
+    type Error = tonic::Status;
+    fn decode(
+        &mut self,
+        src: &mut tonic::codec::DecodeBuf<'_>,
+    ) -> Result<Option<usize>, tonic::Status> {
+        use bytes::Buf;
+        let len = src.remaining();
+        src.advance(len);
+        Ok(Some(len))
+    }
+}
+
+impl<Req: prost::Message + Send + 'static> tonic::codec::Codec for ArrivalCodec<Req> {
+    type Encode = Req;
+    type Decode = usize;
+    type Encoder = RequestEncoder<Req>;
+    type Decoder = SizeDecoder;
+    fn encoder(&mut self) -> RequestEncoder<Req> {
+        RequestEncoder(PhantomData)
+    }
+    fn decoder(&mut self) -> SizeDecoder {
+        SizeDecoder
+    }
+}
+
+pub async fn connect(addr: SocketAddr, n: usize) -> anyhow::Result<Vec<tonic::transport::Channel>> {
+    let mut channels = Vec::with_capacity(n);
+    for _ in 0..n.max(1) {
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))?
+            .connect()
+            .await?;
+        channels.push(channel);
+    }
+    Ok(channels)
+}
+
+pub async fn wait_count(counter: &AtomicUsize, want: usize) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while counter.load(Ordering::Relaxed) < want {
+        if Instant::now() > deadline {
+            bail!(
+                "only {}/{want} streams received their snapshot",
+                counter.load(Ordering::Relaxed)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(())
+}
+
+pub async fn wait_ready(what: &str, admin: SocketAddr) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while Instant::now() < deadline {
+        if let Ok((200, _)) = local_cluster::probe::http_get(admin, "/ready").await {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    bail!("{what} not ready after 120s")
+}
+
+pub fn free_addr() -> anyhow::Result<SocketAddr> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?)
+}
+
+/// Watches `api` and reports when each resourceVersion became visible to
+/// watchers (to tell the apiserver's share of a latency from ours).
+pub fn observe_versions<K>(
+    api: kube::Api<K>,
+) -> (
+    tokio::task::JoinHandle<()>,
+    tokio::sync::mpsc::UnboundedReceiver<(String, Instant)>,
+)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    use futures::StreamExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+    let (seen_tx, seen_rx) = tokio::sync::mpsc::unbounded_channel();
+    let task = tokio::spawn(async move {
+        let mut events = std::pin::pin!(watcher(api, watcher::Config::default()).applied_objects());
+        while let Some(Ok(obj)) = events.next().await {
+            let rv = obj.meta().resource_version.clone().unwrap_or_default();
+            if seen_tx.send((rv, Instant::now())).is_err() {
+                return;
+            }
+        }
+    });
+    (task, seen_rx)
+}
+
+/// Fan-out latencies of a series of writes: until every subscribed stream
+/// got the update, from the write and from when watchers saw it.
+#[derive(Default)]
+pub struct FanOut {
+    from_write: Vec<Duration>,
+    from_watch: Vec<Duration>,
+    first_from_watch: Vec<Duration>,
+}
+
+impl FanOut {
+    /// After write `k` (made at `t0`, producing resourceVersion `rv`),
+    /// waits for `expected` arrivals tagged `key` and for our own watch to
+    /// see `rv`, then records the latencies.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn record(
+        &mut self,
+        k: usize,
+        t0: Instant,
+        rv: &str,
+        key: usize,
+        expected: usize,
+        events: &mut tokio::sync::mpsc::UnboundedReceiver<(usize, Instant)>,
+        seen: &mut tokio::sync::mpsc::UnboundedReceiver<(String, Instant)>,
+    ) -> anyhow::Result<()> {
+        let mut count = 0usize;
+        let mut last = t0;
+        let mut first: Option<Instant> = None;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while count < expected {
+            match tokio::time::timeout_at(deadline, events.recv()).await {
+                Ok(Some((got, at))) if got == key => {
+                    count += 1;
+                    last = last.max(at);
+                    first = Some(first.map_or(at, |f| f.min(at)));
+                }
+                Ok(Some(_)) => {}
+                _ => bail!("change {k}: only {count}/{expected} streams got the update within 30s"),
+            }
+        }
+        self.from_write.push(last - t0);
+        let visible = loop {
+            match tokio::time::timeout(Duration::from_secs(30), seen.recv()).await {
+                Ok(Some((seen_rv, at))) if seen_rv == rv => break at,
+                Ok(Some(_)) => {}
+                _ => bail!("change {k}: our own watch never saw resourceVersion {rv}"),
+            }
+        };
+        self.from_watch
+            .push(last.saturating_duration_since(visible));
+        self.first_from_watch
+            .push(first.unwrap_or(last).saturating_duration_since(visible));
+        Ok(())
+    }
+
+    /// Prints the figures; `write` names what was written.
+    pub fn print(&self, write: &str) {
+        use crate::stats::{ms, percentile};
+        let label = format!("from the {write} write:");
+        println!(
+            "    {label:<35} p50 {}, p99 {}, max {} (target p99 ≤ 50 ms)",
+            ms(percentile(&self.from_write, 50.0)),
+            ms(percentile(&self.from_write, 99.0)),
+            ms(percentile(&self.from_write, 100.0))
+        );
+        println!(
+            "    from the change reaching watchers: p50 {}, p90 {}, p99 {}, max {}",
+            ms(percentile(&self.from_watch, 50.0)),
+            ms(percentile(&self.from_watch, 90.0)),
+            ms(percentile(&self.from_watch, 99.0)),
+            ms(percentile(&self.from_watch, 100.0))
+        );
+        println!(
+            "    first stream, from watchers:       p50 {}, p99 {}",
+            ms(percentile(&self.first_from_watch, 50.0)),
+            ms(percentile(&self.first_from_watch, 99.0)),
+        );
+    }
+
+    /// How many writes were measured.
+    pub fn len(&self) -> usize {
+        self.from_write.len()
+    }
+}

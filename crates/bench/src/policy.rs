@@ -1,0 +1,339 @@
+//! `meridian-bench policy`: many concurrent `InboundServerPolicies.WatchPort`
+//! streams against a `policy-controller` process watching the real local
+//! control plane.
+//!
+//! Meshed pods (kwok-style, through the API) are split into groups, each
+//! selected by one Server. Prints the controller's RSS before and after
+//! opening the streams, the marginal bytes per stream, and the p50/p99 time
+//! from a Server write (flipping its proxyProtocol) until every stream of
+//! that Server's pods has received the new policy — measured from the
+//! write, and from when our own watch of Servers saw the change (so the
+//! apiserver's share can be told apart from the controller's).
+
+use std::{
+    path::{Path, PathBuf},
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, bail};
+use futures::{StreamExt, stream};
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::{
+    Api,
+    api::{DynamicObject, Patch, PatchParams, PostParams},
+    discovery::ApiResource,
+};
+use linkerd2_proxy_api::inbound::PortSpec;
+use local_cluster::{Cluster, ClusterOptions, Lifetime, ManagedProcess};
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use crate::{
+    common::{ArrivalCodec, FanOut, connect, free_addr, observe_versions, wait_count, wait_ready},
+    stats::rss_bytes,
+};
+
+const NS: &str = "bench";
+const PORT: u32 = 8080;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Concurrent WatchPort streams.
+    #[arg(long, default_value_t = 10_000)]
+    streams: usize,
+    /// Meshed pods (streams are spread evenly over them).
+    #[arg(long, default_value_t = 1_000)]
+    pods: usize,
+    /// Servers, each selecting an equal share of the pods.
+    #[arg(long, default_value_t = 20)]
+    servers: usize,
+    /// Server changes to time.
+    #[arg(long, default_value_t = 40)]
+    changes: usize,
+    /// HTTP/2 connections the streams are spread over.
+    #[arg(long, default_value_t = 50)]
+    connections: usize,
+    /// The `policy-controller` binary to benchmark.
+    #[arg(long)]
+    policy_bin: PathBuf,
+}
+
+fn server_name(g: usize) -> String {
+    format!("srv-{g}")
+}
+
+fn pod_name(p: usize) -> String {
+    format!("pod-{p}")
+}
+
+fn servers_api(client: &kube::Client) -> Api<DynamicObject> {
+    let resource = ApiResource {
+        group: "policy.linkerd.io".into(),
+        version: "v1beta3".into(),
+        api_version: "policy.linkerd.io/v1beta3".into(),
+        kind: "Server".into(),
+        plural: "servers".into(),
+    };
+    Api::namespaced_with(client.clone(), NS, &resource)
+}
+
+fn server_object(g: usize, protocol: &str) -> anyhow::Result<DynamicObject> {
+    Ok(serde_json::from_value(json!({
+        "apiVersion": "policy.linkerd.io/v1beta3",
+        "kind": "Server",
+        "metadata": {"name": server_name(g)},
+        "spec": {
+            "podSelector": {"matchLabels": {"group": g.to_string()}},
+            "port": "http",
+            "proxyProtocol": protocol,
+            "accessPolicy": "all-unauthenticated",
+        },
+    }))?)
+}
+
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    let groups = args.servers.max(1);
+    println!(
+        "policy bench: {} WatchPort streams over {} connections; {} meshed pods, {} Servers ({} pods each)",
+        args.streams,
+        args.connections,
+        args.pods,
+        groups,
+        args.pods / groups
+    );
+    let work_dir = std::env::temp_dir().join(format!("meridian-bench-{}", std::process::id()));
+    let cluster = Cluster::start(ClusterOptions::new(&work_dir, Lifetime::Tied)).await?;
+    let client = cluster.client()?;
+    install_crds(&cluster)?;
+    let setup = Instant::now();
+    populate(&client, args.pods, groups).await?;
+    println!(
+        "  cluster populated in {:.1}s",
+        setup.elapsed().as_secs_f64()
+    );
+
+    let grpc_addr = free_addr()?;
+    let admin_addr = free_addr()?;
+    let log = work_dir.join("policy-controller.log");
+    let mut controller = ManagedProcess::spawn(
+        "policy-controller",
+        &args.policy_bin,
+        &[
+            format!("--kubeconfig={}", cluster.kubeconfig_path().display()),
+            format!("--grpc-addr={grpc_addr}"),
+            format!("--admin-addr={admin_addr}"),
+            format!("--control-plane-namespace={NS}"),
+            "--admission-controller-disabled".into(),
+            "--log-level=warn".into(),
+        ],
+        &log,
+        Lifetime::Tied,
+    )?;
+    wait_ready("policy-controller", admin_addr).await?;
+    let pid = controller.pid().context("policy-controller pid")?;
+
+    let channels = connect(grpc_addr, args.connections).await?;
+    let (events_tx, mut events_rx) = mpsc::unbounded_channel::<(usize, Instant)>();
+    let ready = Arc::new(AtomicUsize::new(0));
+    let group_of = |pod: usize| pod % groups;
+    // One warm stream per pod first, so every pod port's server exists:
+    // what follows is the marginal cost of a stream.
+    let mut per_group = vec![0usize; groups];
+    for p in 0..args.pods {
+        open_stream(
+            &channels[p % channels.len()],
+            p,
+            group_of(p),
+            &events_tx,
+            &ready,
+        );
+        per_group[group_of(p)] += 1;
+    }
+    wait_count(&ready, args.pods).await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let before = rss_bytes(pid).context("reading RSS")?;
+
+    let opened = Instant::now();
+    for i in 0..args.streams {
+        let p = i % args.pods.max(1);
+        open_stream(
+            &channels[i % channels.len()],
+            p,
+            group_of(p),
+            &events_tx,
+            &ready,
+        );
+        per_group[group_of(p)] += 1;
+    }
+    wait_count(&ready, args.pods + args.streams).await?;
+    let open_time = opened.elapsed();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = rss_bytes(pid).context("reading RSS")?;
+    while events_rx.try_recv().is_ok() {}
+
+    // Our own watch of Servers: when a change became visible to watchers.
+    let servers = servers_api(&client);
+    let (observer, mut seen_rx) = observe_versions(servers.clone());
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    while seen_rx.try_recv().is_ok() {}
+
+    let mut fan_out = FanOut::default();
+    let mut http2 = vec![false; groups];
+    for k in 0..args.changes {
+        let g = k % groups;
+        http2[g] = !http2[g];
+        let protocol = if http2[g] { "HTTP/2" } else { "HTTP/1" };
+        let patch = json!({"spec": {"proxyProtocol": protocol}});
+        let t0 = Instant::now();
+        let patched = servers
+            .patch(
+                &server_name(g),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await?;
+        let rv = patched.metadata.resource_version.unwrap_or_default();
+        fan_out
+            .record(k, t0, &rv, g, per_group[g], &mut events_rx, &mut seen_rx)
+            .await?;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    observer.abort();
+
+    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+    println!("  streams opened in {:.2}s", open_time.as_secs_f64());
+    println!(
+        "  policy-controller RSS with {} warm streams: {:.1} MiB",
+        args.pods,
+        mib(before)
+    );
+    println!(
+        "  policy-controller RSS with {} more streams: {:.1} MiB",
+        args.streams,
+        mib(after)
+    );
+    println!(
+        "  marginal memory per stream: {} bytes (target ≤ 4096)",
+        after.saturating_sub(before) / args.streams.max(1) as u64
+    );
+    println!(
+        "  Server change → every affected stream ({} changes, {} streams per Server):",
+        fan_out.len(),
+        per_group.first().copied().unwrap_or_default()
+    );
+    fan_out.print("Server");
+    controller.stop(Duration::from_secs(5));
+    drop(cluster);
+    let _ = std::fs::remove_dir_all(&work_dir);
+    Ok(())
+}
+
+fn install_crds(cluster: &Cluster) -> anyhow::Result<()> {
+    let crds = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/crds");
+    let kubectl = cluster.binaries().kubectl();
+    for args in [
+        vec!["apply".to_string(), "-f".into(), crds.display().to_string()],
+        vec![
+            "wait".into(),
+            "--for=condition=Established".into(),
+            "--timeout=60s".into(),
+            "-f".into(),
+            crds.display().to_string(),
+        ],
+    ] {
+        let out = std::process::Command::new(&kubectl)
+            .args(&args)
+            .env("KUBECONFIG", cluster.kubeconfig_path())
+            .output()
+            .context("running kubectl")?;
+        if !out.status.success() {
+            bail!(
+                "kubectl {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+    Ok(())
+}
+
+async fn populate(client: &kube::Client, pods: usize, groups: usize) -> anyhow::Result<()> {
+    let mut ns = Namespace::default();
+    ns.metadata.name = Some(NS.into());
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await?;
+    let api: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let results: Vec<kube::Result<Pod>> = stream::iter(0..pods)
+        .map(|p| {
+            let api = api.clone();
+            async move {
+                let pod = local_cluster::workload::PodSpecBuilder::new(&pod_name(p), "node-1")
+                    .label("group", &(p % groups).to_string())
+                    .port(Some("http"), PORT as i32)
+                    .meshed("linkerd")
+                    .build();
+                api.create(&PostParams::default(), &pod).await
+            }
+        })
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    for result in results {
+        result?;
+    }
+    let servers = servers_api(client);
+    for g in 0..groups {
+        servers
+            .create(&PostParams::default(), &server_object(g, "HTTP/1")?)
+            .await?;
+    }
+    Ok(())
+}
+
+fn open_stream(
+    channel: &tonic::transport::Channel,
+    pod: usize,
+    group: usize,
+    events: &mpsc::UnboundedSender<(usize, Instant)>,
+    ready: &Arc<AtomicUsize>,
+) {
+    let mut client = tonic::client::Grpc::new(channel.clone());
+    let events = events.clone();
+    let ready = ready.clone();
+    tokio::spawn(async move {
+        let request = PortSpec {
+            workload: format!(r#"{{"ns":"{NS}","pod":"{}"}}"#, pod_name(pod)),
+            port: PORT,
+        };
+        if client.ready().await.is_err() {
+            return;
+        }
+        let path = http::uri::PathAndQuery::from_static(
+            "/io.linkerd.proxy.inbound.InboundServerPolicies/WatchPort",
+        );
+        let Ok(response) = client
+            .server_streaming(
+                tonic::Request::new(request),
+                path,
+                ArrivalCodec::<PortSpec>::default(),
+            )
+            .await
+        else {
+            return;
+        };
+        let mut stream = response.into_inner();
+        if let Ok(Some(_)) = stream.message().await {
+            ready.fetch_add(1, Ordering::Relaxed);
+        }
+        while let Ok(Some(_)) = stream.message().await {
+            if events.send((group, Instant::now())).is_err() {
+                return;
+            }
+        }
+    });
+}

@@ -66,6 +66,47 @@ impl<Req: prost::Message + Send + 'static> tonic::codec::Codec for ArrivalCodec<
     }
 }
 
+/// Opens one server-streaming call of `path` with `request` on `channel`
+/// in its own task: counts `ready` when the first message arrives, then
+/// sends `(key, arrival time)` on `events` for every later message.
+pub fn open_stream<Req: prost::Message + Send + 'static>(
+    channel: &tonic::transport::Channel,
+    path: &'static str,
+    request: Req,
+    key: usize,
+    events: &tokio::sync::mpsc::UnboundedSender<(usize, Instant)>,
+    ready: &std::sync::Arc<AtomicUsize>,
+) {
+    let mut client = tonic::client::Grpc::new(channel.clone());
+    let events = events.clone();
+    let ready = ready.clone();
+    tokio::spawn(async move {
+        if client.ready().await.is_err() {
+            return;
+        }
+        let path = http::uri::PathAndQuery::from_static(path);
+        let Ok(response) = client
+            .server_streaming(
+                tonic::Request::new(request),
+                path,
+                ArrivalCodec::<Req>::default(),
+            )
+            .await
+        else {
+            return;
+        };
+        let mut stream = response.into_inner();
+        if let Ok(Some(_)) = stream.message().await {
+            ready.fetch_add(1, Ordering::Relaxed);
+        }
+        while let Ok(Some(_)) = stream.message().await {
+            if events.send((key, Instant::now())).is_err() {
+                return;
+            }
+        }
+    });
+}
+
 pub async fn connect(addr: SocketAddr, n: usize) -> anyhow::Result<Vec<tonic::transport::Channel>> {
     let mut channels = Vec::with_capacity(n);
     for _ in 0..n.max(1) {
@@ -191,7 +232,7 @@ impl FanOut {
         use crate::stats::{ms, percentile};
         let label = format!("from the {write} write:");
         println!(
-            "    {label:<35} p50 {}, p99 {}, max {} (target p99 ≤ 50 ms)",
+            "    {label:<34} p50 {}, p99 {}, max {} (target p99 ≤ 50 ms)",
             ms(percentile(&self.from_write, 50.0)),
             ms(percentile(&self.from_write, 99.0)),
             ms(percentile(&self.from_write, 100.0))

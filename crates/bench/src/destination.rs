@@ -14,10 +14,7 @@
 use std::{
     collections::HashMap,
     path::PathBuf,
-    sync::{
-        Arc,
-        atomic::{AtomicUsize, Ordering},
-    },
+    sync::{Arc, atomic::AtomicUsize},
     time::{Duration, Instant},
 };
 
@@ -37,7 +34,7 @@ use serde_json::json;
 use tokio::sync::mpsc;
 
 use crate::{
-    common::{ArrivalCodec, FanOut, connect, free_addr, observe_versions, wait_count, wait_ready},
+    common::{FanOut, connect, free_addr, observe_versions, open_stream, wait_count, wait_ready},
     stats::rss_bytes,
 };
 
@@ -173,7 +170,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     // exists: what follows is the marginal cost of a stream.
     let mut per_service = vec![0usize; args.services];
     for s in 0..args.services {
-        open_stream(&channels[s % channels.len()], s, &events_tx, &ready);
+        open_get(&channels[s % channels.len()], s, &events_tx, &ready);
         per_service[s] += 1;
     }
     wait_count(&ready, args.services).await?;
@@ -183,7 +180,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let opened = Instant::now();
     for i in 0..args.streams {
         let s = plan.service_of(i, args.hot_services);
-        open_stream(&channels[i % channels.len()], s, &events_tx, &ready);
+        open_get(&channels[i % channels.len()], s, &events_tx, &ready);
         per_service[s] += 1;
     }
     wait_count(&ready, args.services + args.streams).await?;
@@ -309,44 +306,17 @@ async fn populate(client: &kube::Client, plan: &Plan) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn open_stream(
+fn open_get(
     channel: &tonic::transport::Channel,
     service: usize,
     events: &mpsc::UnboundedSender<(usize, Instant)>,
     ready: &Arc<AtomicUsize>,
 ) {
-    let mut client = tonic::client::Grpc::new(channel.clone());
-    let events = events.clone();
-    let ready = ready.clone();
-    tokio::spawn(async move {
-        let request = GetDestination {
-            scheme: "k8s".into(),
-            path: format!("{}.{NS}.svc.cluster.local:80", svc_name(service)),
-            context_token: String::new(),
-        };
-        if client.ready().await.is_err() {
-            return;
-        }
-        let path =
-            http::uri::PathAndQuery::from_static("/io.linkerd.proxy.destination.Destination/Get");
-        let Ok(response) = client
-            .server_streaming(
-                tonic::Request::new(request),
-                path,
-                ArrivalCodec::<GetDestination>::default(),
-            )
-            .await
-        else {
-            return;
-        };
-        let mut stream = response.into_inner();
-        if let Ok(Some(_)) = stream.message().await {
-            ready.fetch_add(1, Ordering::Relaxed);
-        }
-        while let Ok(Some(_)) = stream.message().await {
-            if events.send((service, Instant::now())).is_err() {
-                return;
-            }
-        }
-    });
+    let request = GetDestination {
+        scheme: "k8s".into(),
+        path: format!("{}.{NS}.svc.cluster.local:80", svc_name(service)),
+        context_token: String::new(),
+    };
+    let path = "/io.linkerd.proxy.destination.Destination/Get";
+    open_stream(channel, path, request, service, events, ready);
 }

@@ -12,10 +12,7 @@
 
 use std::{
     path::{Path, PathBuf},
-    sync::{
-        Arc,
-        atomic::{AtomicUsize, Ordering},
-    },
+    sync::{Arc, atomic::AtomicUsize},
     time::{Duration, Instant},
 };
 
@@ -33,7 +30,7 @@ use serde_json::json;
 use tokio::sync::mpsc;
 
 use crate::{
-    common::{ArrivalCodec, FanOut, connect, free_addr, observe_versions, wait_count, wait_ready},
+    common::{FanOut, connect, free_addr, observe_versions, open_stream, wait_count, wait_ready},
     stats::rss_bytes,
 };
 
@@ -144,7 +141,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     // what follows is the marginal cost of a stream.
     let mut per_group = vec![0usize; groups];
     for p in 0..args.pods {
-        open_stream(
+        open_watch(
             &channels[p % channels.len()],
             p,
             group_of(p),
@@ -160,7 +157,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let opened = Instant::now();
     for i in 0..args.streams {
         let p = i % args.pods.max(1);
-        open_stream(
+        open_watch(
             &channels[i % channels.len()],
             p,
             group_of(p),
@@ -295,45 +292,17 @@ async fn populate(client: &kube::Client, pods: usize, groups: usize) -> anyhow::
     Ok(())
 }
 
-fn open_stream(
+fn open_watch(
     channel: &tonic::transport::Channel,
     pod: usize,
     group: usize,
     events: &mpsc::UnboundedSender<(usize, Instant)>,
     ready: &Arc<AtomicUsize>,
 ) {
-    let mut client = tonic::client::Grpc::new(channel.clone());
-    let events = events.clone();
-    let ready = ready.clone();
-    tokio::spawn(async move {
-        let request = PortSpec {
-            workload: format!(r#"{{"ns":"{NS}","pod":"{}"}}"#, pod_name(pod)),
-            port: PORT,
-        };
-        if client.ready().await.is_err() {
-            return;
-        }
-        let path = http::uri::PathAndQuery::from_static(
-            "/io.linkerd.proxy.inbound.InboundServerPolicies/WatchPort",
-        );
-        let Ok(response) = client
-            .server_streaming(
-                tonic::Request::new(request),
-                path,
-                ArrivalCodec::<PortSpec>::default(),
-            )
-            .await
-        else {
-            return;
-        };
-        let mut stream = response.into_inner();
-        if let Ok(Some(_)) = stream.message().await {
-            ready.fetch_add(1, Ordering::Relaxed);
-        }
-        while let Ok(Some(_)) = stream.message().await {
-            if events.send((group, Instant::now())).is_err() {
-                return;
-            }
-        }
-    });
+    let request = PortSpec {
+        workload: format!(r#"{{"ns":"{NS}","pod":"{}"}}"#, pod_name(pod)),
+        port: PORT,
+    };
+    let path = "/io.linkerd.proxy.inbound.InboundServerPolicies/WatchPort";
+    open_stream(channel, path, request, group, events, ready);
 }

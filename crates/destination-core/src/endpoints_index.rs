@@ -853,7 +853,7 @@ mod tests {
         let decode = |frames: crate::publisher::Frames| -> Vec<Update> {
             frames
                 .iter()
-                .map(|f| crate::grpc_stream::decode_request(f).expect("a valid frame"))
+                .map(|f| grpc_stream::decode_request(f).expect("a valid frame"))
                 .collect()
         };
         let (first, _) = cursor.advance(rx.borrow_and_update().clone());

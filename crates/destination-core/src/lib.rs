@@ -11,7 +11,7 @@
 //! - [`endpoints_index`]: the watch-fed index and the publishers of subscribed targets;
 //! - [`profile_publishers`]: `GetProfile` resolution and shared profile publishers;
 //! - [`publisher`]: shared per-(service, port) and per-filter-group state;
-//! - [`server`]: the tonic service; [`grpc_stream`]: buffer-free streaming bodies; [`metrics`]: Prometheus metrics;
+//! - [`server`]: the tonic service; streaming bodies come from the `grpc-stream` crate; [`metrics`]: Prometheus metrics;
 //! - [`policy_link`]: the link to the policy controller (Server-derived opaque ports);
 //! - [`runtime`]: flags → watches, servers and shutdown.
 
@@ -21,7 +21,6 @@ pub mod context_token;
 pub mod endpoint_translator;
 pub mod endpoints_index;
 pub mod filter;
-pub mod grpc_stream;
 pub mod metrics;
 pub mod policy_link;
 pub mod profile;

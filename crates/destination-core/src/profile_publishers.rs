@@ -19,11 +19,12 @@ use linkerd2_proxy_api::{
 };
 use tokio::sync::watch;
 
+use grpc_stream::encode_frame;
+
 use crate::{
     authority::{ServiceId, parse_service_name},
     endpoint_translator::{AddressFamily, AddressId, Endpoint, PodInfo, Workload, weighted_addr},
     endpoints_index::{EndpointsIndex, PodKey},
-    grpc_stream::encode_frame,
     profile::{
         ServiceTarget, declares_port, endpoint_profile, service_opaque_ports, service_profile,
     },

@@ -19,11 +19,12 @@ use bytes::Bytes;
 use linkerd2_proxy_api::destination::Update;
 use tokio::sync::watch;
 
+use grpc_stream::encode_frame;
+
 use crate::{
     config::TranslatorConfig,
     endpoint_translator::EndpointMap,
     filter::{FilterContext, FilterKey, filter_endpoints},
-    grpc_stream::encode_frame,
     metrics::{DestinationMetrics, GroupMetrics},
     snapshot::{Snapshot, initial_updates, updates_between},
 };

@@ -4,9 +4,7 @@
 
 use std::{future::Future, pin::Pin, sync::Arc, task::Poll};
 
-use bytes::Bytes;
 use futures::{Stream, StreamExt};
-use http_body_util::BodyExt;
 use linkerd2_proxy_api::destination::{
     DestinationProfile, GetDestination, Update,
     destination_server::{Destination, DestinationServer},
@@ -22,9 +20,6 @@ use crate::{
     context_token::ContextToken,
     endpoints_index::{EndpointsIndex, SubscribeError},
     filter::FilterKey,
-    grpc_stream::{
-        FramedStream, MAX_REQUEST_BYTES, decode_request, error_response, response_headers,
-    },
     metrics::DestinationMetrics,
     profile_publishers::{ProfileKey, ProfileLookupError, ProfileState, Resolution},
     publisher::{Frames, GroupState, StreamCursor},
@@ -33,8 +28,7 @@ use crate::{
 /// A stream of gRPC messages.
 pub type UpdateStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
 
-/// A stream of encoded gRPC frames.
-pub type FrameStream = Pin<Box<dyn Stream<Item = Result<Bytes, Status>> + Send + 'static>>;
+pub use grpc_stream::FrameStream;
 
 /// The Destination service.
 #[derive(Clone)]
@@ -232,7 +226,7 @@ impl DestinationService {
             Resolution::Empty => {
                 // The port is not the Service's: one empty profile, then
                 // the stream stays open (the proxy falls back to policy).
-                let frame = crate::grpc_stream::encode_frame(&DestinationProfile::default());
+                let frame = grpc_stream::encode_frame(&DestinationProfile::default());
                 let mut shutdown = self.shutdown.clone();
                 let stream = futures::stream::once(futures::future::ready(Ok(frame)))
                     .chain(futures::stream::pending())
@@ -311,30 +305,16 @@ impl tower::Service<http::Request<tonic::body::Body>> for DestinationRouter {
         };
         let service = self.service.clone();
         Box::pin(async move {
-            let limited = http_body_util::Limited::new(request.into_body(), MAX_REQUEST_BYTES);
-            let body = match limited.collect().await {
-                Ok(collected) => collected.to_bytes(),
-                Err(error) => {
-                    let status = Status::invalid_argument(format!("reading the request: {error}"));
-                    return Ok(error_response(&status));
-                }
-            };
-            let response = decode_request::<GetDestination>(&body).and_then(|request| {
-                if profile {
-                    service.open_profile(request)
-                } else {
-                    service.open_get(request)
-                }
-            });
-            Ok(match response {
-                Ok(stream) => {
-                    let mut response =
-                        http::Response::new(tonic::body::Body::new(FramedStream::new(stream)));
-                    *response.headers_mut() = response_headers();
-                    response
-                }
-                Err(status) => error_response(&status),
-            })
+            Ok(
+                grpc_stream::serve_streaming(request, |request: GetDestination| {
+                    if profile {
+                        service.open_profile(request)
+                    } else {
+                        service.open_get(request)
+                    }
+                })
+                .await,
+            )
         })
     }
 }

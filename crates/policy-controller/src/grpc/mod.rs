@@ -1,8 +1,8 @@
 //! The thin tonic layer: `io.linkerd.proxy.inbound.InboundServerPolicies`
 //! (`GetPort`, `WatchPort`) over any [`DiscoverInboundServer`], served as
 //! plaintext h2c. [`InboundPolicyRouter`] answers `WatchPort` with
-//! exactly-sized frames and no per-stream encode buffer (the destination's
-//! `grpc_stream` module); `GetPort` goes to the generated server.
+//! exactly-sized frames and no per-stream encode buffer (the `grpc-stream`
+//! crate); `GetPort` goes to the generated server.
 
 mod convert;
 mod workload;
@@ -10,10 +10,7 @@ pub mod workload_ports;
 
 use std::{future::Future, net::SocketAddr, num::NonZeroU16, pin::Pin, sync::Arc, task::Poll};
 
-use destination_core::grpc_stream::{
-    FramedStream, MAX_REQUEST_BYTES, decode_request, encode_frame, error_response, response_headers,
-};
-use http_body_util::BodyExt;
+use grpc_stream::{FrameStream, encode_frame};
 
 use futures::{Stream, StreamExt};
 use ipnet::IpNet;
@@ -158,8 +155,6 @@ impl<D: DiscoverInboundServer> InboundPolicyServer<D> {
     }
 }
 
-type FrameStream = Pin<Box<dyn Stream<Item = Result<bytes::Bytes, tonic::Status>> + Send>>;
-
 const WATCH_PORT_PATH: &str = "/io.linkerd.proxy.inbound.InboundServerPolicies/WatchPort";
 
 /// The gRPC service registered with the server: `WatchPort` is answered
@@ -211,26 +206,12 @@ impl<D: DiscoverInboundServer> tower::Service<http::Request<tonic::body::Body>>
         }
         let server = self.server.clone();
         Box::pin(async move {
-            let limited = http_body_util::Limited::new(request.into_body(), MAX_REQUEST_BYTES);
-            let body = match limited.collect().await {
-                Ok(collected) => collected.to_bytes(),
-                Err(error) => {
-                    let status =
-                        tonic::Status::invalid_argument(format!("reading the request: {error}"));
-                    return Ok(error_response(&status));
-                }
-            };
-            let frames =
-                decode_request::<proto::PortSpec>(&body).and_then(|spec| server.watch_frames(spec));
-            Ok(match frames {
-                Ok(stream) => {
-                    let mut response =
-                        http::Response::new(tonic::body::Body::new(FramedStream::new(stream)));
-                    *response.headers_mut() = response_headers();
-                    response
-                }
-                Err(status) => error_response(&status),
-            })
+            Ok(
+                grpc_stream::serve_streaming(request, |spec: proto::PortSpec| {
+                    server.watch_frames(spec)
+                })
+                .await,
+            )
         })
     }
 }

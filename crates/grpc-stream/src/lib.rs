@@ -6,7 +6,11 @@
 //! With tens of thousands of long-lived `Get` streams that dominates memory.
 //! Here each message is encoded into its own exactly-sized frame, which is
 //! freed as soon as HTTP/2 has written it, so an idle stream holds no
-//! encoded bytes at all.
+//! encoded bytes at all; a message sent to many streams is encoded once and
+//! the same frame is written to each.
+//!
+//! Servers route their streaming method to [`serve_streaming`] and every
+//! other method to the tonic-generated service.
 
 use std::{
     pin::Pin,
@@ -84,6 +88,40 @@ pub fn error_response(status: &Status) -> http::Response<tonic::body::Body> {
     *response.headers_mut() = response_headers();
     response.headers_mut().extend(status_trailers(status));
     response
+}
+
+/// A stream of encoded gRPC frames (see [`encode_frame`]).
+pub type FrameStream = Pin<Box<dyn Stream<Item = Result<Bytes, Status>> + Send + 'static>>;
+
+/// Answers a server-streaming call: reads and decodes the request message
+/// (bounded by [`MAX_REQUEST_BYTES`]), calls `open`, and responds with its
+/// frames, or with a trailers-only error.
+pub async fn serve_streaming<M, F>(
+    request: http::Request<tonic::body::Body>,
+    open: F,
+) -> http::Response<tonic::body::Body>
+where
+    M: Message + Default,
+    F: FnOnce(M) -> Result<FrameStream, Status>,
+{
+    use http_body_util::BodyExt;
+    let limited = http_body_util::Limited::new(request.into_body(), MAX_REQUEST_BYTES);
+    let body = match limited.collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(error) => {
+            let status = Status::invalid_argument(format!("reading the request: {error}"));
+            return error_response(&status);
+        }
+    };
+    match decode_request::<M>(&body).and_then(open) {
+        Ok(stream) => {
+            let mut response =
+                http::Response::new(tonic::body::Body::new(FramedStream::new(stream)));
+            *response.headers_mut() = response_headers();
+            response
+        }
+        Err(status) => error_response(&status),
+    }
 }
 
 /// A response body that writes a stream of already-encoded frames (see

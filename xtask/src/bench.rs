@@ -10,7 +10,7 @@ use crate::paths::workspace_root;
 
 #[derive(Args)]
 pub struct BenchArgs {
-    /// Which benchmark: destination or policy.
+    /// Which benchmark: destination, policy or sp-validator.
     pub name: String,
     /// Arguments for the benchmark (see `meridian-bench <name> --help`).
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -30,6 +30,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             "destination-core",
             "-p",
             "policy-controller",
+            "-p",
+            "sp-validator",
         ])
         .current_dir(workspace_root())
         .status()
@@ -56,7 +58,13 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 target.join("policy-controller").display()
             ));
         }
-        _ => {}
+        "sp-validator" => {
+            bench.arg(format!(
+                "--sp-validator-bin={}",
+                target.join("sp-validator").display()
+            ));
+        }
+        other => bail!("unknown benchmark {other:?}: destination, policy or sp-validator"),
     }
     let status = bench
         .args(&args.args)

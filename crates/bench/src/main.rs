@@ -5,6 +5,7 @@
 mod common;
 mod destination;
 mod policy;
+mod sp_validator;
 mod stats;
 
 use clap::{Parser, Subcommand};
@@ -22,6 +23,8 @@ enum Bench {
     Destination(destination::Args),
     /// WatchPort streams: memory per stream and Server-change fan-out latency.
     Policy(policy::Args),
+    /// AdmissionReviews over TLS: reviews per second and latency.
+    SpValidator(sp_validator::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -32,5 +35,6 @@ fn main() -> anyhow::Result<()> {
     match cli.bench {
         Bench::Destination(args) => runtime.block_on(destination::run(args)),
         Bench::Policy(args) => runtime.block_on(policy::run(args)),
+        Bench::SpValidator(args) => runtime.block_on(sp_validator::run(args)),
     }
 }

@@ -182,11 +182,11 @@ fn additional_rules(profile: &Profile) -> Result<(), String> {
     Ok(())
 }
 
-/// Compiles every `pathRegex` in a condition tree (the proxy uses the
-/// `regex` crate too); returns the first that fails and why.
+/// Checks every `pathRegex` in a condition tree (the proxy compiles them
+/// with the `regex` crate); returns the first that fails and why.
 fn check_regexes(m: &RequestMatch) -> Result<(), (&str, String)> {
     if !m.path_regex.is_empty() {
-        regex::Regex::new(&m.path_regex).map_err(|e| (m.path_regex.as_str(), regex_reason(&e)))?;
+        check_regex(&m.path_regex).map_err(|reason| (m.path_regex.as_str(), reason))?;
     }
     let children = m.all.iter().chain(m.any.iter()).flatten().flatten();
     for child in children.chain(m.not.as_deref()) {
@@ -195,17 +195,59 @@ fn check_regexes(m: &RequestMatch) -> Result<(), (&str, String)> {
     Ok(())
 }
 
-/// The one-line reason of a regex error (its `Display` draws the pattern).
-fn regex_reason(error: &regex::Error) -> String {
-    match error {
-        regex::Error::Syntax(text) => text
-            .lines()
-            .rev()
-            .find_map(|line| line.strip_prefix("error: "))
-            .unwrap_or(text)
-            .to_string(),
-        other => other.to_string(),
+/// Whether the `regex` crate accepts `pattern`: the same parser, syntax
+/// defaults and size limit, but only the NFA is built. The `regex` crate
+/// would also determinize small patterns into a DFA, which made up most of
+/// the webhook's CPU time and decides nothing about validity.
+fn check_regex(pattern: &str) -> Result<(), String> {
+    // Profiles are re-applied far more often than their patterns change:
+    // remember recent verdicts (bounded; forgotten wholesale when full).
+    const REMEMBERED: usize = 4096;
+    static VERDICTS: std::sync::LazyLock<
+        std::sync::Mutex<std::collections::HashMap<String, Result<(), String>>>,
+    > = std::sync::LazyLock::new(Default::default);
+    let remembered = VERDICTS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(pattern)
+        .cloned();
+    if let Some(verdict) = remembered {
+        return verdict;
     }
+    let verdict = compile_check(pattern);
+    let mut verdicts = VERDICTS.lock().unwrap_or_else(|p| p.into_inner());
+    if verdicts.len() >= REMEMBERED {
+        verdicts.clear();
+    }
+    verdicts.insert(pattern.to_string(), verdict.clone());
+    verdict
+}
+
+fn compile_check(pattern: &str) -> Result<(), String> {
+    use regex_automata::meta;
+    let config = meta::Config::new()
+        .nfa_size_limit(Some(10 * (1 << 20)))
+        .dfa(false)
+        .hybrid(false)
+        .onepass(false)
+        .backtrack(false);
+    meta::Builder::new()
+        .configure(config)
+        .build(pattern)
+        .map(drop)
+        .map_err(|e| match e.syntax_error() {
+            Some(syntax) => first_error_line(&syntax.to_string()),
+            None => e.to_string(),
+        })
+}
+
+/// The one-line reason of a regex error (its `Display` draws the pattern).
+fn first_error_line(text: &str) -> String {
+    text.lines()
+        .rev()
+        .find_map(|line| line.strip_prefix("error: "))
+        .unwrap_or(text)
+        .to_string()
 }
 
 /// `host` or `host:port`: a DNS name or IP address (IPv6 in brackets), and
@@ -632,5 +674,34 @@ mod tests {
             assert_eq!(denied(json!({"dstOverrides": dsts})), want, "{dsts}");
         }
         assert_eq!(authority("Web.NS.svc.cluster.local.:80"), Ok(()));
+    }
+}
+
+#[cfg(test)]
+mod regex_check_tests {
+    use super::check_regex;
+
+    #[test]
+    fn accepts_exactly_what_the_regex_crate_compiles() {
+        for pattern in [
+            "/books/[^/]*",
+            r"^/api/v\d+/(users|groups)/\w+$",
+            "(",
+            "[z-a]",
+            r"\w{1000}{1000}",
+            r"(?i)ÄÖÜ+",
+            "a{5,3}",
+            "",
+        ] {
+            assert_eq!(
+                check_regex(pattern).is_ok(),
+                regex::Regex::new(pattern).is_ok(),
+                "{pattern:?}"
+            );
+        }
+        assert!(
+            check_regex(r"\w{1000}{1000}").is_err(),
+            "too big to compile"
+        );
     }
 }

@@ -256,3 +256,14 @@ impl FanOut {
         self.from_write.len()
     }
 }
+
+/// Installs the CRDs of `deploy/crds/` into the benchmark's cluster.
+pub fn install_crds(cluster: &local_cluster::Cluster) -> anyhow::Result<()> {
+    let crds = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/crds");
+    local_cluster::kubectl::install_crds(
+        &cluster.binaries().kubectl(),
+        cluster.kubeconfig_path(),
+        &crds,
+    )?;
+    Ok(())
+}

@@ -139,6 +139,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let cluster = Cluster::start(ClusterOptions::new(&work_dir, Lifetime::Tied)).await?;
     let client = cluster.client()?;
     let setup = Instant::now();
+    crate::common::install_crds(&cluster)?;
     populate(&client, &plan).await?;
     println!(
         "  cluster populated in {:.1}s",

@@ -11,12 +11,12 @@
 //! apiserver's share can be told apart from the controller's).
 
 use std::{
-    path::{Path, PathBuf},
+    path::PathBuf,
     sync::{Arc, atomic::AtomicUsize},
     time::{Duration, Instant},
 };
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::{
@@ -105,7 +105,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let work_dir = std::env::temp_dir().join(format!("meridian-bench-{}", std::process::id()));
     let cluster = Cluster::start(ClusterOptions::new(&work_dir, Lifetime::Tied)).await?;
     let client = cluster.client()?;
-    install_crds(&cluster)?;
+    crate::common::install_crds(&cluster)?;
     let setup = Instant::now();
     populate(&client, args.pods, groups).await?;
     println!(
@@ -226,35 +226,6 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     controller.stop(Duration::from_secs(5));
     drop(cluster);
     let _ = std::fs::remove_dir_all(&work_dir);
-    Ok(())
-}
-
-fn install_crds(cluster: &Cluster) -> anyhow::Result<()> {
-    let crds = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/crds");
-    let kubectl = cluster.binaries().kubectl();
-    for args in [
-        vec!["apply".to_string(), "-f".into(), crds.display().to_string()],
-        vec![
-            "wait".into(),
-            "--for=condition=Established".into(),
-            "--timeout=60s".into(),
-            "-f".into(),
-            crds.display().to_string(),
-        ],
-    ] {
-        let out = std::process::Command::new(&kubectl)
-            .args(&args)
-            .env("KUBECONFIG", cluster.kubeconfig_path())
-            .output()
-            .context("running kubectl")?;
-        if !out.status.success() {
-            bail!(
-                "kubectl {}: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-    }
     Ok(())
 }
 

@@ -32,3 +32,49 @@ pub fn run(
     );
     Ok((out.status.success(), text))
 }
+
+/// Why CRDs could not be installed.
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    #[error("running kubectl: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("kubectl {step} failed: {output}")]
+    Kubectl { step: &'static str, output: String },
+}
+
+/// Applies the CRD manifests in `dir` (server-side, so concurrent installs
+/// do not conflict) and waits until they are established.
+pub fn install_crds(kubectl: &Path, kubeconfig: &Path, dir: &Path) -> Result<(), InstallError> {
+    let dir = dir.display().to_string();
+    let (ok, output) = run(
+        kubectl,
+        kubeconfig,
+        &["apply", "--server-side", "--force-conflicts", "-f", &dir],
+        None,
+    )?;
+    if !ok {
+        return Err(InstallError::Kubectl {
+            step: "apply",
+            output,
+        });
+    }
+    let (ok, output) = run(
+        kubectl,
+        kubeconfig,
+        &[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "-f",
+            &dir,
+        ],
+        None,
+    )?;
+    if !ok {
+        return Err(InstallError::Kubectl {
+            step: "wait",
+            output,
+        });
+    }
+    Ok(())
+}

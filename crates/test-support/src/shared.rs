@@ -62,26 +62,9 @@ impl SharedCluster {
         if *installed {
             return;
         }
-        let crds = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../deploy/crds")
-            .display()
-            .to_string();
-        let (ok, out) = self.kubectl(
-            &["apply", "--server-side", "--force-conflicts", "-f", &crds],
-            None,
-        );
-        assert!(ok, "installing CRDs: {out}");
-        let (ok, out) = self.kubectl(
-            &[
-                "wait",
-                "--for=condition=Established",
-                "--timeout=60s",
-                "-f",
-                &crds,
-            ],
-            None,
-        );
-        assert!(ok, "waiting for CRDs: {out}");
+        let crds = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/crds");
+        local_cluster::kubectl::install_crds(&self.kubectl, &self.kubeconfig, &crds)
+            .unwrap_or_else(|e| panic!("installing CRDs: {e}"));
         *installed = true;
     }
 

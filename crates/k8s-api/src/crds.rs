@@ -21,6 +21,7 @@ pub fn generated() -> Vec<(String, CustomResourceDefinition)> {
     ]
     .into_iter()
     .map(|mut crd| {
+        add_older_versions(&mut crd);
         for version in &mut crd.spec.versions {
             if let Some(schema) = version
                 .schema
@@ -34,6 +35,43 @@ pub fn generated() -> Vec<(String, CustomResourceDefinition)> {
         (file, crd)
     })
     .collect()
+}
+
+/// Versions the original also serves, besides the storage version our
+/// types describe, and whether each is deprecated. They share the storage
+/// version's schema (no conversion webhook: the apiserver only rewrites
+/// `apiVersion`), so manifests written against them keep applying.
+fn older_versions(plural: &str) -> &'static [(&'static str, bool)] {
+    match plural {
+        "servers" => &[("v1alpha1", true), ("v1beta1", true), ("v1beta2", false)],
+        "serverauthorizations" => &[("v1alpha1", true)],
+        "httproutes" => &[("v1alpha1", false), ("v1beta1", false), ("v1beta2", false)],
+        _ => &[],
+    }
+}
+
+fn add_older_versions(crd: &mut CustomResourceDefinition) {
+    let Some(storage) = crd.spec.versions.iter().find(|v| v.storage).cloned() else {
+        return;
+    };
+    let mut versions: Vec<_> = older_versions(&crd.spec.names.plural)
+        .iter()
+        .map(|(name, deprecated)| {
+            let mut version = storage.clone();
+            version.name = (*name).to_string();
+            version.storage = false;
+            if *deprecated {
+                version.deprecated = Some(true);
+                version.deprecation_warning = Some(format!(
+                    "{}/{name} {} is deprecated; use {}/{}",
+                    crd.spec.group, crd.spec.names.kind, crd.spec.group, storage.name
+                ));
+            }
+            version
+        })
+        .collect();
+    versions.extend(crd.spec.versions.drain(..));
+    crd.spec.versions = versions;
 }
 
 /// Removes `format: uint16` and the like, which schemars emits for unsigned

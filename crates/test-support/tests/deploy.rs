@@ -40,4 +40,25 @@ async fn deploy_manifests_apply_cleanly() {
             cluster.kubectl(&["apply", "--dry-run=server", "-f", &path(manifest)], None);
         assert!(ok, "{manifest}: {out}");
     }
+
+    // Older API versions the original serves still apply.
+    let older = format!(
+        "apiVersion: policy.linkerd.io/v1beta1\nkind: Server\nmetadata:\n  name: old\n  namespace: {ns}\nspec:\n  podSelector: {{matchLabels: {{app: web}}}}\n  port: 8080\n---\napiVersion: policy.linkerd.io/v1alpha1\nkind: HTTPRoute\nmetadata:\n  name: old\n  namespace: {ns}\nspec:\n  parentRefs: [{{group: policy.linkerd.io, kind: Server, name: old}}]\n",
+        ns = env.ns
+    );
+    let (ok, out) = cluster.kubectl(&["apply", "-f", "-"], Some(&older));
+    assert!(ok, "older versions: {out}");
+    let (ok, out) = cluster.kubectl(
+        &[
+            "get",
+            "servers.v1beta3.policy.linkerd.io",
+            "old",
+            "-n",
+            &env.ns,
+            "-o",
+            "name",
+        ],
+        None,
+    );
+    assert!(ok && out.contains("server.policy.linkerd.io/old"), "{out}");
 }

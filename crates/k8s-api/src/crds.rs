@@ -70,7 +70,7 @@ fn add_older_versions(crd: &mut CustomResourceDefinition) {
             version
         })
         .collect();
-    versions.extend(crd.spec.versions.drain(..));
+    versions.append(&mut crd.spec.versions);
     crd.spec.versions = versions;
 }
 

@@ -207,13 +207,9 @@ async fn wait_ready(name: &str, admin: &str) -> anyhow::Result<()> {
     bail!("{name} was not ready after 60s: {last}")
 }
 
-/// The webhook configurations of `deploy/`, pointed at the local processes:
-/// `clientConfig.service` becomes `url: https://127.0.0.1:<port>/` and the
-/// caBundle is the local CA, so the local run exercises the same rules,
-/// scopes and opt-out selectors as a cluster install.
+/// The webhook configurations of `deploy/`, pointed at the local processes
+/// (see `local_cluster::webhooks`).
 fn local_webhook_configs(ca_pem: &str) -> anyhow::Result<String> {
-    use base64::Engine as _;
-    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
     let mut docs = Vec::new();
     for (file, port) in [
         ("sp-validator-webhook.yaml", 8443),
@@ -222,20 +218,8 @@ fn local_webhook_configs(ca_pem: &str) -> anyhow::Result<String> {
         let path = workspace_root().join("deploy").join(file);
         let text = std::fs::read_to_string(&path)
             .with_context(|| format!("reading {}", path.display()))?;
-        for doc in serde_yaml::Deserializer::from_str(&text) {
-            let mut value: serde_json::Value = serde::Deserialize::deserialize(doc)?;
-            if value["kind"] != "ValidatingWebhookConfiguration" {
-                continue;
-            }
-            for hook in value["webhooks"].as_array_mut().into_iter().flatten() {
-                hook["clientConfig"] = serde_json::json!({
-                    "url": format!("https://127.0.0.1:{port}/"),
-                    "caBundle": ca,
-                });
-                hook["failurePolicy"] = "Fail".into();
-            }
-            docs.push(value);
-        }
+        let url = format!("https://127.0.0.1:{port}/");
+        docs.extend(local_cluster::webhooks::localize(&text, &url, ca_pem)?);
     }
     Ok(serde_json::json!({"apiVersion": "v1", "kind": "List", "items": docs}).to_string())
 }

@@ -16,6 +16,7 @@ pub mod kubectl;
 pub mod node;
 pub mod probe;
 pub mod process;
+pub mod webhooks;
 pub mod workload;
 
 pub use binaries::{KubeBinaries, Pins};

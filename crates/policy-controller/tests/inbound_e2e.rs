@@ -5,7 +5,6 @@
 
 use std::{net::SocketAddr, sync::OnceLock, time::Duration};
 
-use base64::Engine as _;
 use linkerd2_proxy_api::{
     inbound::{
         PortSpec, Server, authn, inbound_server_policies_client::InboundServerPoliciesClient,
@@ -540,56 +539,8 @@ spec:
     );
 }
 
+/// The webhook's name in `deploy/policy-validator-webhook.yaml`.
 const WEBHOOK: &str = "linkerd-policy-validator.linkerd.io";
-
-/// Deletes the test's ValidatingWebhookConfiguration at the end.
-struct WebhookConfig<'a> {
-    env: &'a TestEnv,
-    name: String,
-}
-
-impl Drop for WebhookConfig<'_> {
-    fn drop(&mut self) {
-        let _ = self.env.cluster().kubectl(
-            &[
-                "delete",
-                "validatingwebhookconfiguration",
-                &self.name,
-                "--ignore-not-found",
-            ],
-            None,
-        );
-    }
-}
-
-fn webhook_config(name: &str, ns: &str, url: &str, ca_pem: &str) -> String {
-    let ca_bundle = base64::engine::general_purpose::STANDARD.encode(ca_pem);
-    format!(
-        r#"apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingWebhookConfiguration
-metadata:
-  name: {name}
-webhooks:
-  - name: {WEBHOOK}
-    clientConfig:
-      url: {url}
-      caBundle: {ca_bundle}
-    failurePolicy: Fail
-    sideEffects: None
-    admissionReviewVersions: ["v1", "v1beta1"]
-    timeoutSeconds: 5
-    namespaceSelector:
-      matchLabels:
-        kubernetes.io/metadata.name: {ns}
-    rules:
-      - operations: ["CREATE", "UPDATE"]
-        apiGroups: ["policy.linkerd.io"]
-        apiVersions: ["*"]
-        resources: ["authorizationpolicies", "httproutes", "meshtlsauthentications",
-                    "networkauthentications", "serverauthorizations", "servers"]
-"#
-    )
-}
 
 /// (manifest, what kubectl prints after "denied the request: ").
 fn invalid_objects(ns: &str) -> Vec<(String, String)> {
@@ -710,15 +661,8 @@ async fn kubectl_apply_of_invalid_policy_objects_is_refused() {
     )
     .await;
 
-    let config = WebhookConfig {
-        env: &env,
-        name: format!("policy-validator-test-{}", env.ns),
-    };
     let url = format!("https://127.0.0.1:{}/", https.port());
-    kubectl_apply(
-        &env,
-        &webhook_config(&config.name, &env.ns, &url, ca.cert_pem()),
-    );
+    let _webhook = env.register_webhook("policy-validator-webhook.yaml", &url, ca.cert_pem());
 
     // The apiserver picks the configuration up asynchronously.
     let cases = invalid_objects(&env.ns);
@@ -781,5 +725,4 @@ spec:
         metrics.contains("policy_admission_reviews_total{result=\"denied\"}"),
         "{metrics}"
     );
-    drop(config);
 }

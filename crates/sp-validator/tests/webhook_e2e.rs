@@ -13,7 +13,6 @@ use std::{
     time::Duration,
 };
 
-use base64::Engine as _;
 use test_support::{LocalCa, TestEnv, eventually};
 
 const WEBHOOK: &str = "linkerd-sp-validator.linkerd.io";
@@ -41,63 +40,17 @@ impl Drop for Webhook {
     }
 }
 
-/// Deletes the test's ValidatingWebhookConfiguration at the end.
-struct WebhookConfig {
-    name: String,
-    kubeconfig: PathBuf,
-}
-
-impl Drop for WebhookConfig {
-    fn drop(&mut self) {
-        let _ = Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .args([
-                "delete",
-                "validatingwebhookconfiguration",
-                &self.name,
-                "--ignore-not-found",
-            ])
-            .output();
-    }
-}
-
 struct Output {
     ok: bool,
     text: String,
 }
 
+/// kubectl of the cluster's version (the kubeconfig selects the cluster).
 fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Output {
-    let mut child = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("running kubectl");
-    if let Some(input) = stdin {
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(input.as_bytes())
-            .expect("writing kubectl stdin");
-    }
-    let out = child.wait_with_output().expect("kubectl output");
-    Output {
-        ok: out.status.success(),
-        text: format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    }
+    let kubectl = test_support::SharedCluster::get().kubectl_path();
+    let (ok, text) =
+        local_cluster::kubectl::run(kubectl, kubeconfig, args, stdin).expect("running kubectl");
+    Output { ok, text }
 }
 
 /// Writes a file by rename, as a Secret volume update does.
@@ -138,34 +91,6 @@ fn start_webhook(dir: &Path) -> Webhook {
         .spawn()
         .expect("starting sp-validator");
     Webhook { child, addr, admin }
-}
-
-fn webhook_config(name: &str, ns: &str, url: &str, ca_pem: &str) -> String {
-    let ca_bundle = base64::engine::general_purpose::STANDARD.encode(ca_pem);
-    format!(
-        r#"apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingWebhookConfiguration
-metadata:
-  name: {name}
-webhooks:
-  - name: {WEBHOOK}
-    clientConfig:
-      url: {url}
-      caBundle: {ca_bundle}
-    failurePolicy: Fail
-    sideEffects: None
-    admissionReviewVersions: ["v1", "v1beta1"]
-    timeoutSeconds: 5
-    namespaceSelector:
-      matchLabels:
-        kubernetes.io/metadata.name: {ns}
-    rules:
-      - operations: ["CREATE", "UPDATE"]
-        apiGroups: ["linkerd.io"]
-        apiVersions: ["v1alpha1", "v1alpha2"]
-        resources: ["serviceprofiles"]
-"#
-    )
 }
 
 fn profile(ns: &str, name: &str, version: &str, spec: &str) -> String {
@@ -349,16 +274,8 @@ async fn kubectl_sees_the_webhook_and_certificates_rotate() {
     }
 
     // Register the webhook for this namespace only.
-    let config = WebhookConfig {
-        name: format!("sp-validator-test-{ns}"),
-        kubeconfig: kubeconfig.clone(),
-    };
     let url = format!("https://127.0.0.1:{}/", webhook.addr.port());
-    let out = apply(
-        &kubeconfig,
-        &webhook_config(&config.name, &ns, &url, ca1.cert_pem()),
-    );
-    assert!(out.ok, "registering the webhook: {}", out.text);
+    let registered = env.register_webhook("sp-validator-webhook.yaml", &url, ca1.cert_pem());
 
     // The apiserver picks the configuration up asynchronously.
     let probe = profile(
@@ -453,11 +370,7 @@ async fn kubectl_sees_the_webhook_and_certificates_rotate() {
     assert!(seen.contains("certificate"), "{seen}");
 
     // Trust CA 2: reviews work again, through the new certificate.
-    let out = apply(
-        &kubeconfig,
-        &webhook_config(&config.name, &ns, &url, ca2.cert_pem()),
-    );
-    assert!(out.ok, "updating the caBundle: {}", out.text);
+    registered.set_ca(ca2.cert_pem());
     let bad = profile(&ns, "bad", "v1alpha2", invalid_cases("bad")[0].0);
     let kc = kubeconfig.clone();
     eventually(
@@ -497,6 +410,6 @@ async fn kubectl_sees_the_webhook_and_certificates_rotate() {
         "{metrics}"
     );
 
-    drop(config);
+    drop(registered);
     drop(webhook);
 }

@@ -17,6 +17,7 @@ mod pods;
 pub mod process;
 mod shared;
 mod wait;
+pub mod webhooks;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 

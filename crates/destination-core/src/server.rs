@@ -16,7 +16,7 @@ use tonic::server::NamedService;
 use tonic::{Request, Response, Status};
 
 use crate::{
-    authority::{ServiceId, parse_service_name, parse_target, split_host_port},
+    authority::{AuthorityError, ServiceId, parse_service_name, parse_target, split_host_port},
     context_token::ContextToken,
     endpoints_index::{EndpointsIndex, SubscribeError},
     filter::FilterKey,
@@ -54,6 +54,26 @@ impl DestinationService {
             shutdown,
         }
     }
+}
+
+/// Trailer carrying why an authority was refused.
+pub const REASON_HEADER: &str = "meridian-reason";
+
+/// `InvalidArgument` for a malformed request path. The message is the
+/// original's (`Invalid authority: <path>`, or its IP-query message), which
+/// clients such as `linkerd diagnostics endpoints` print and match; the
+/// precise reason travels in the `meridian-reason` trailer and the log.
+fn invalid_authority(path: &str, error: &AuthorityError) -> Status {
+    tracing::debug!(%path, %error, "refusing an invalid authority");
+    let message = match error {
+        AuthorityError::IpQuery { .. } => error.to_string(),
+        _ => format!("Invalid authority: {path}"),
+    };
+    let mut status = Status::invalid_argument(message);
+    if let Ok(reason) = error.to_string().parse() {
+        status.metadata_mut().insert(REASON_HEADER, reason);
+    }
+    status
 }
 
 /// Releases a stream's group when the stream is dropped.
@@ -94,7 +114,7 @@ impl DestinationService {
     pub fn open_get(&self, request: GetDestination) -> Result<FrameStream, Status> {
         let target = parse_target(&request.path, &self.cluster_domain).map_err(|error| {
             self.metrics.invalid_request();
-            Status::invalid_argument(format!("invalid authority {:?}: {error}", request.path))
+            invalid_authority(&request.path, &error)
         })?;
         let token = ContextToken::parse(&request.context_token);
         let key = FilterKey::new(&target, &token, true);
@@ -198,9 +218,9 @@ impl DestinationService {
     pub fn open_profile(&self, request: GetDestination) -> Result<FrameStream, Status> {
         let token = ContextToken::parse(&request.context_token);
         let client_ns = Some(token.ns.as_str()).filter(|ns| !ns.is_empty());
-        let invalid = |error: &dyn std::fmt::Display| {
+        let invalid = |error: &AuthorityError| {
             self.metrics.invalid_request();
-            Status::invalid_argument(format!("invalid authority {:?}: {error}", request.path))
+            invalid_authority(&request.path, error)
         };
         let (host, port) = split_host_port(&request.path).map_err(|e| invalid(&e))?;
         let host = host.trim_start_matches('[').trim_end_matches(']');

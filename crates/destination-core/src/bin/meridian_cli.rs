@@ -121,17 +121,9 @@ async fn get(addr: &str, path: String, token: String) -> anyhow::Result<()> {
         path: path.clone(),
         context_token: token,
     };
-    let mut stream = client
-        .get(request)
-        .await
-        .map_err(|status| anyhow::anyhow!("Destination API error: {}", status.message()))?
-        .into_inner();
+    let mut stream = client.get(request).await.map_err(api_error)?.into_inner();
     let mut current: BTreeMap<SocketAddr, WeightedAddr> = BTreeMap::new();
-    while let Some(message) = stream
-        .message()
-        .await
-        .map_err(|status| anyhow::anyhow!("Destination API error: {}", status.message()))?
-    {
+    while let Some(message) = stream.message().await.map_err(api_error)? {
         match message.update {
             Some(update::Update::Add(set)) => {
                 for addr in set.addrs {
@@ -159,6 +151,17 @@ async fn get(addr: &str, path: String, token: String) -> anyhow::Result<()> {
     }
     println!("stream ended");
     Ok(())
+}
+
+/// The error a stream failed with, and Meridian's precise reason if given.
+fn api_error(status: tonic::Status) -> anyhow::Error {
+    let reason = status
+        .metadata()
+        .get("meridian-reason")
+        .and_then(|v| v.to_str().ok())
+        .map(|r| format!(" ({r})"))
+        .unwrap_or_default();
+    anyhow::anyhow!("Destination API error: {}{reason}", status.message())
 }
 
 fn socket_addr(addr: &TcpAddress) -> Option<SocketAddr> {

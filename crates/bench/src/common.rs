@@ -267,3 +267,51 @@ pub fn install_crds(cluster: &local_cluster::Cluster) -> anyhow::Result<()> {
     )?;
     Ok(())
 }
+
+/// A fresh local control plane for a benchmark, with the CRDs installed.
+pub async fn start_cluster(
+    work_dir: &std::path::Path,
+) -> anyhow::Result<(local_cluster::Cluster, kube::Client)> {
+    use local_cluster::{Cluster, ClusterOptions, Lifetime};
+    let cluster = Cluster::start(ClusterOptions::new(work_dir, Lifetime::Tied)).await?;
+    let client = cluster.client()?;
+    install_crds(&cluster)?;
+    Ok((cluster, client))
+}
+
+/// The server under test: `bin` with a kubeconfig for `cluster`, its gRPC
+/// and admin addresses (`--<grpc_flag>`, `--admin-addr`), quiet logs and
+/// `extra` flags; returned once `/ready`, with its pid and gRPC address.
+pub async fn start_server(
+    cluster: &local_cluster::Cluster,
+    bin: &std::path::Path,
+    grpc_flag: &str,
+    extra: &[String],
+) -> anyhow::Result<(local_cluster::ManagedProcess, u32, SocketAddr)> {
+    let name = bin
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "server".into());
+    let grpc_addr = free_addr()?;
+    let admin_addr = free_addr()?;
+    let mut args = vec![
+        format!("--kubeconfig={}", cluster.kubeconfig_path().display()),
+        format!("--{grpc_flag}={grpc_addr}"),
+        format!("--admin-addr={admin_addr}"),
+        "--log-level=warn".to_string(),
+    ];
+    args.extend(extra.iter().cloned());
+    let log = cluster.work_dir().join(format!("{name}.log"));
+    let process = local_cluster::ManagedProcess::spawn(
+        &name,
+        bin,
+        &args,
+        &log,
+        local_cluster::Lifetime::Tied,
+    )?;
+    wait_ready(&name, admin_addr).await?;
+    let pid = process
+        .pid()
+        .ok_or_else(|| anyhow::anyhow!("{name} has no pid"))?;
+    Ok((process, pid, grpc_addr))
+}

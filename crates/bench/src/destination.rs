@@ -29,12 +29,11 @@ use kube::{
     api::{Patch, PatchParams, PostParams},
 };
 use linkerd2_proxy_api::destination::GetDestination;
-use local_cluster::{Cluster, ClusterOptions, Lifetime, ManagedProcess};
 use serde_json::json;
 use tokio::sync::mpsc;
 
 use crate::{
-    common::{FanOut, connect, free_addr, observe_versions, open_stream, wait_count, wait_ready},
+    common::{FanOut, connect, observe_versions, open_stream, wait_count},
     stats::rss_bytes,
 };
 
@@ -136,33 +135,15 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         total_pods
     );
     let work_dir = std::env::temp_dir().join(format!("meridian-bench-{}", std::process::id()));
-    let cluster = Cluster::start(ClusterOptions::new(&work_dir, Lifetime::Tied)).await?;
-    let client = cluster.client()?;
+    let (cluster, client) = crate::common::start_cluster(&work_dir).await?;
     let setup = Instant::now();
-    crate::common::install_crds(&cluster)?;
     populate(&client, &plan).await?;
     println!(
         "  cluster populated in {:.1}s",
         setup.elapsed().as_secs_f64()
     );
-
-    let grpc_addr = free_addr()?;
-    let admin_addr = free_addr()?;
-    let log = work_dir.join("destination.log");
-    let mut destination = ManagedProcess::spawn(
-        "destination",
-        &args.destination_bin,
-        &[
-            format!("--kubeconfig={}", cluster.kubeconfig_path().display()),
-            format!("--addr={grpc_addr}"),
-            format!("--admin-addr={admin_addr}"),
-            "--log-level=warn".into(),
-        ],
-        &log,
-        Lifetime::Tied,
-    )?;
-    wait_ready("destination", admin_addr).await?;
-    let pid = destination.pid().context("destination pid")?;
+    let (mut destination, pid, grpc_addr) =
+        crate::common::start_server(&cluster, &args.destination_bin, "addr", &[]).await?;
 
     let channels = connect(grpc_addr, args.connections).await?;
     let (events_tx, mut events_rx) = mpsc::unbounded_channel::<(usize, Instant)>();

@@ -25,12 +25,11 @@ use kube::{
     discovery::ApiResource,
 };
 use linkerd2_proxy_api::inbound::PortSpec;
-use local_cluster::{Cluster, ClusterOptions, Lifetime, ManagedProcess};
 use serde_json::json;
 use tokio::sync::mpsc;
 
 use crate::{
-    common::{FanOut, connect, free_addr, observe_versions, open_stream, wait_count, wait_ready},
+    common::{FanOut, connect, observe_versions, open_stream, wait_count},
     stats::rss_bytes,
 };
 
@@ -103,35 +102,19 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         args.pods / groups
     );
     let work_dir = std::env::temp_dir().join(format!("meridian-bench-{}", std::process::id()));
-    let cluster = Cluster::start(ClusterOptions::new(&work_dir, Lifetime::Tied)).await?;
-    let client = cluster.client()?;
-    crate::common::install_crds(&cluster)?;
+    let (cluster, client) = crate::common::start_cluster(&work_dir).await?;
     let setup = Instant::now();
     populate(&client, args.pods, groups).await?;
     println!(
         "  cluster populated in {:.1}s",
         setup.elapsed().as_secs_f64()
     );
-
-    let grpc_addr = free_addr()?;
-    let admin_addr = free_addr()?;
-    let log = work_dir.join("policy-controller.log");
-    let mut controller = ManagedProcess::spawn(
-        "policy-controller",
-        &args.policy_bin,
-        &[
-            format!("--kubeconfig={}", cluster.kubeconfig_path().display()),
-            format!("--grpc-addr={grpc_addr}"),
-            format!("--admin-addr={admin_addr}"),
-            format!("--control-plane-namespace={NS}"),
-            "--admission-controller-disabled".into(),
-            "--log-level=warn".into(),
-        ],
-        &log,
-        Lifetime::Tied,
-    )?;
-    wait_ready("policy-controller", admin_addr).await?;
-    let pid = controller.pid().context("policy-controller pid")?;
+    let extra = [
+        format!("--control-plane-namespace={NS}"),
+        "--admission-controller-disabled".to_string(),
+    ];
+    let (mut controller, pid, grpc_addr) =
+        crate::common::start_server(&cluster, &args.policy_bin, "grpc-addr", &extra).await?;
 
     let channels = connect(grpc_addr, args.connections).await?;
     let (events_tx, mut events_rx) = mpsc::unbounded_channel::<(usize, Instant)>();

@@ -11,7 +11,7 @@ use std::{
 
 mod common;
 
-use common::{at, authority, client, create_service, ready_pod, start_destination};
+use common::{at, authority, client, create_service, http_service, ready_pod, start_destination};
 use k8s_openapi::{api::core::v1::Service, apimachinery::pkg::util::intstr::IntOrString};
 use kube::api::DeleteParams;
 use linkerd2_proxy_api::destination::{
@@ -128,13 +128,7 @@ fn tcp_addr(addr: &linkerd2_proxy_api::net::TcpAddress) -> SocketAddr {
 async fn endpoints_follow_scaling_readiness_and_deletion() {
     let env = TestEnv::new("dst-scale").await;
     let dst = start_destination(&env, free_addr()).await;
-    create_service(
-        &env,
-        "web",
-        vec![(80, IntOrString::String("http".into()))],
-        false,
-    )
-    .await;
+    http_service(&env, "web").await;
     let mut client = client(dst.addr).await;
     let token = format!(
         r#"{{"ns":"{}","nodeName":"node-1","pod":"client"}}"#,
@@ -259,20 +253,8 @@ async fn headless_instance_names_select_one_pod() {
 async fn subscribers_share_a_group_and_other_targets_are_isolated() {
     let env = TestEnv::new("dst-share").await;
     let dst = start_destination(&env, free_addr()).await;
-    create_service(
-        &env,
-        "hot",
-        vec![(80, IntOrString::String("http".into()))],
-        false,
-    )
-    .await;
-    create_service(
-        &env,
-        "cold",
-        vec![(80, IntOrString::String("http".into()))],
-        false,
-    )
-    .await;
+    http_service(&env, "hot").await;
+    http_service(&env, "cold").await;
     let cold_ip = ready_pod(&env, "cold", "cold-0").await;
     let hot_ip = ready_pod(&env, "hot", "hot-0").await;
 
@@ -316,13 +298,7 @@ async fn subscribers_share_a_group_and_other_targets_are_isolated() {
 async fn a_client_that_stops_reading_ends_with_the_truth() {
     let env = TestEnv::new("dst-slow").await;
     let dst = start_destination(&env, free_addr()).await;
-    create_service(
-        &env,
-        "busy",
-        vec![(80, IntOrString::String("http".into()))],
-        false,
-    )
-    .await;
+    http_service(&env, "busy").await;
     let mut pods = BTreeMap::new();
     pods.insert(
         "busy-0".to_string(),
@@ -364,13 +340,7 @@ async fn a_restarted_destination_serves_a_correct_snapshot() {
     let env = TestEnv::new("dst-restart").await;
     let addr = free_addr();
     let dst = start_destination(&env, addr).await;
-    create_service(
-        &env,
-        "web",
-        vec![(80, IntOrString::String("http".into()))],
-        false,
-    )
-    .await;
+    http_service(&env, "web").await;
     let a = ready_pod(&env, "web", "web-0").await;
     let mut c = client(addr).await;
     let mut stream = EndpointStream::open(&mut c, &authority(&env, "web", 80), "")
@@ -435,13 +405,7 @@ async fn bad_input_is_invalid_argument_and_the_server_keeps_serving() {
         );
     }
     // A garbage context token is not an error.
-    create_service(
-        &env,
-        "ok",
-        vec![(80, IntOrString::String("http".into()))],
-        false,
-    )
-    .await;
+    http_service(&env, "ok").await;
     let ip = ready_pod(&env, "ok", "ok-0").await;
     let mut stream = EndpointStream::open(&mut client, &authority(&env, "ok", 80), "{not json")
         .await

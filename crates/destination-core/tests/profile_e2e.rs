@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{authority, create_service, ready_pod, start_destination};
+use common::{authority, create_service, http_service, ready_pod, start_destination};
 use k8s_openapi::{api::core::v1::Service, apimachinery::pkg::util::intstr::IntOrString};
 use kube::api::{Patch, PatchParams};
 use linkerd2_proxy_api::destination::{
@@ -64,13 +64,7 @@ fn sp_yaml(env_ns: &str, name: &str, routes: &[&str]) -> String {
 async fn profiles_follow_create_edit_and_delete() {
     let env = TestEnv::new("prof").await;
     let dst = start_destination(&env, free_addr()).await;
-    create_service(
-        &env,
-        "web",
-        vec![(80, IntOrString::String("http".into()))],
-        false,
-    )
-    .await;
+    http_service(&env, "web").await;
     let mut client = common::client(dst.addr).await;
     let fqn = format!("web.{}.svc.cluster.local", env.ns);
     let mut stream = open(&mut client, &authority(&env, "web", 80), "")
@@ -187,13 +181,7 @@ async fn the_client_namespace_profile_wins() {
 async fn ports_ips_and_errors() {
     let env = TestEnv::new("prof-misc").await;
     let dst = start_destination(&env, free_addr()).await;
-    create_service(
-        &env,
-        "web",
-        vec![(80, IntOrString::String("http".into()))],
-        false,
-    )
-    .await;
+    http_service(&env, "web").await;
     let ip = ready_pod(&env, "web", "web-0").await;
     let mut client = common::client(dst.addr).await;
 

@@ -80,6 +80,17 @@ pub async fn create_service(
         .expect("create service");
 }
 
+/// A Service `name` selecting `app: name`, port 80 → the pods' `http` port.
+pub async fn http_service(env: &TestEnv, name: &str) {
+    create_service(
+        env,
+        name,
+        vec![(80, IntOrString::String("http".into()))],
+        false,
+    )
+    .await;
+}
+
 pub fn authority(env: &TestEnv, svc: &str, port: u16) -> String {
     format!("{svc}.{}.svc.cluster.local:{port}", env.ns)
 }

@@ -230,3 +230,48 @@ async fn ports_ips_and_errors() {
         .expect("open");
     assert!(next(&mut again).await.routes.is_empty());
 }
+
+#[tokio::test]
+async fn instance_names_resolve_to_their_pod() {
+    let env = TestEnv::new("prof-inst").await;
+    let dst = start_destination(&env, free_addr()).await;
+    create_service(&env, "db", vec![(5432, IntOrString::Int(5432))], true).await;
+    let spec = env
+        .pod("db-0")
+        .label("app", "db")
+        .port(Some("pg"), 5432)
+        .hostname("db-0", "db")
+        .meshed("linkerd");
+    let (_, ip) = env.create_ready_pod(&spec).await;
+    let mut client = common::client(dst.addr).await;
+    let path = format!("db-0.db.{}.svc.cluster.local:5432", env.ns);
+    // The EndpointSlice carrying the hostname may take a moment to appear.
+    let profile = test_support::eventually("the instance to resolve", TIMEOUT, || {
+        let mut client = client.clone();
+        let path = path.clone();
+        async move {
+            match open(&mut client, &path, "").await {
+                Ok(mut stream) => Ok(next(&mut stream).await),
+                Err(status) => Err(format!("{status:?}")),
+            }
+        }
+    })
+    .await;
+    let endpoint = profile.endpoint.expect("an endpoint");
+    assert_eq!(
+        endpoint.metric_labels.get("pod").map(String::as_str),
+        Some("db-0")
+    );
+    let addr = endpoint.addr.expect("addr");
+    assert_eq!(addr.port, 5432);
+    assert_eq!(
+        std::net::IpAddr::try_from(addr.ip.expect("ip")).expect("ip"),
+        std::net::IpAddr::from(ip)
+    );
+
+    let missing = format!("db-9.db.{}.svc.cluster.local:5432", env.ns);
+    let status = open(&mut client, &missing, "")
+        .await
+        .expect_err("no such instance");
+    assert_eq!(status.code(), Code::NotFound, "{status:?}");
+}

@@ -315,3 +315,30 @@ pub async fn start_server(
         .ok_or_else(|| anyhow::anyhow!("{name} has no pid"))?;
     Ok((process, pid, grpc_addr))
 }
+
+/// Prints the memory figures of a streaming benchmark: the server's RSS
+/// with the warm streams, with `streams` more, and the marginal bytes per
+/// stream against the 4 KiB target.
+pub fn print_memory(
+    server: &str,
+    open_time: Duration,
+    warm: usize,
+    before: u64,
+    streams: usize,
+    after: u64,
+) {
+    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+    println!("  streams opened in {:.2}s", open_time.as_secs_f64());
+    println!(
+        "  {server} RSS with {warm} warm streams: {:.1} MiB",
+        mib(before)
+    );
+    println!(
+        "  {server} RSS with {streams} more streams: {:.1} MiB",
+        mib(after)
+    );
+    println!(
+        "  marginal memory per stream: {} bytes (target ≤ 4096)",
+        after.saturating_sub(before) / streams.max(1) as u64
+    );
+}

@@ -203,21 +203,13 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     }
     observer.abort();
 
-    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
-    println!("  streams opened in {:.2}s", open_time.as_secs_f64());
-    println!(
-        "  destination RSS with {} warm streams: {:.1} MiB",
+    crate::common::print_memory(
+        "destination",
+        open_time,
         args.services,
-        mib(before)
-    );
-    println!(
-        "  destination RSS with {} more streams: {:.1} MiB",
+        before,
         args.streams,
-        mib(after)
-    );
-    println!(
-        "  marginal memory per stream: {} bytes (target ≤ 4096)",
-        after.saturating_sub(before) / args.streams.max(1) as u64
+        after,
     );
     let streams_per_hot: Vec<usize> = (0..hot).map(|s| per_service[s]).collect();
     println!(

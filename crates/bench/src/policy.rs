@@ -184,21 +184,13 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     }
     observer.abort();
 
-    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
-    println!("  streams opened in {:.2}s", open_time.as_secs_f64());
-    println!(
-        "  policy-controller RSS with {} warm streams: {:.1} MiB",
+    crate::common::print_memory(
+        "policy-controller",
+        open_time,
         args.pods,
-        mib(before)
-    );
-    println!(
-        "  policy-controller RSS with {} more streams: {:.1} MiB",
+        before,
         args.streams,
-        mib(after)
-    );
-    println!(
-        "  marginal memory per stream: {} bytes (target ≤ 4096)",
-        after.saturating_sub(before) / args.streams.max(1) as u64
+        after,
     );
     println!(
         "  Server change → every affected stream ({} changes, {} streams per Server):",

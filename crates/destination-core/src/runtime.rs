@@ -116,6 +116,10 @@ impl Args {
     }
 }
 
+/// How long shutdown waits for open streams to send their OK trailers
+/// before the server's own graceful shutdown starts.
+const STREAM_DRAIN_GRACE: Duration = Duration::from_secs(5);
+
 /// Runs the destination until SIGTERM/SIGINT.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     if !args.enable_endpoint_slices {
@@ -150,10 +154,14 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         resources::jobs(client.clone(), index.clone(), &index_metrics),
         resources::service_profiles(client.clone(), index.clone(), &index_metrics),
     ];
+    let mut caches = Vec::with_capacity(watches.len());
     for watch in watches {
         let name = format!("{} cache", watch.kind);
-        readiness.register_watch(name, watch.spawn());
+        let synced = watch.spawn();
+        caches.push(synced.clone());
+        readiness.register_watch(name, synced);
     }
+    let synced = meridian_runtime::readiness::initial_sync(caches);
 
     let admin = AdminServer::bind(args.admin_addr, readiness.clone(), Arc::new(registry))
         .await
@@ -172,7 +180,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     );
     tokio::spawn(link);
 
-    let service = DestinationService::new(index, metrics, shutdown.receiver());
+    let service = DestinationService::new(index, metrics, shutdown.receiver(), synced);
     let grpc = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(Duration::from_secs(10)))
         .http2_keepalive_timeout(Some(Duration::from_secs(3)))
@@ -181,7 +189,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             // Without TCP_NODELAY, small updates wait on the client's
             // delayed ACK (Nagle), adding ~40 ms to a fan-out.
             tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
-            shutdown.clone().requested(),
+            // Open streams end with OK first; GOAWAY only after them.
+            grpc_stream::after_streams_end(shutdown.clone().requested(), STREAM_DRAIN_GRACE),
         );
     let (grpc, admin) = tokio::join!(grpc, admin.serve(shutdown));
     grpc.context("gRPC server")?;

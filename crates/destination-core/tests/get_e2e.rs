@@ -412,3 +412,51 @@ async fn bad_input_is_invalid_argument_and_the_server_keeps_serving() {
         .expect("a bad token is ignored");
     stream.wait_addrs("still serving", &at(&[ip], 8080)).await;
 }
+
+#[tokio::test]
+async fn sigterm_ends_open_streams_with_ok() {
+    let env = TestEnv::new("dst-sigterm").await;
+    let mut dst = start_destination(&env, free_addr()).await;
+    http_service(&env, "web").await;
+    let a = ready_pod(&env, "web", "web-0").await;
+    let mut c = client(dst.addr).await;
+    let mut stream = EndpointStream::open(&mut c, &authority(&env, "web", 80), "")
+        .await
+        .expect("open");
+    stream.wait_addrs("endpoint", &at(&[a], 8080)).await;
+
+    // A GetProfile stream on the same connection, as a proxy holds.
+    let mut profile = c
+        .get_profile(GetDestination {
+            scheme: "k8s".into(),
+            path: authority(&env, "web", 80),
+            context_token: String::new(),
+        })
+        .await
+        .expect("open GetProfile")
+        .into_inner();
+    tokio::time::timeout(TIMEOUT, profile.message())
+        .await
+        .expect("a profile")
+        .expect("profile stream healthy")
+        .expect("a first profile");
+
+    let exited = tokio::task::spawn_blocking(move || dst.process.terminate(TIMEOUT))
+        .await
+        .expect("terminating");
+    assert!(exited, "the destination exits cleanly on SIGTERM");
+    let ended = tokio::time::timeout(TIMEOUT, stream.stream.message())
+        .await
+        .expect("the stream ends");
+    assert!(
+        matches!(ended, Ok(None)),
+        "an open stream ends with grpc-status OK on SIGTERM, as the original's: {ended:?}"
+    );
+    let ended = tokio::time::timeout(TIMEOUT, profile.message())
+        .await
+        .expect("the profile stream ends");
+    assert!(
+        matches!(ended, Ok(None)),
+        "an open GetProfile stream ends with OK on SIGTERM: {ended:?}"
+    );
+}

@@ -215,7 +215,9 @@ async fn ports_ips_and_errors() {
     let missing = open(&mut client, &authority(&env, "nope", 80), "")
         .await
         .expect_err("missing service");
-    assert_eq!(missing.code(), Code::NotFound, "{missing:?}");
+    // Not NotFound, which a proxy retries forever: InvalidArgument ends its lookup.
+    assert_eq!(missing.code(), Code::InvalidArgument, "{missing:?}");
+    assert!(missing.message().contains("not found"), "{missing:?}");
     for bad in [
         "web.ns.svc.other.domain:80",
         "web.ns.svc.cluster.local:0",
@@ -273,5 +275,5 @@ async fn instance_names_resolve_to_their_pod() {
     let status = open(&mut client, &missing, "")
         .await
         .expect_err("no such instance");
-    assert_eq!(status.code(), Code::NotFound, "{status:?}");
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
 }

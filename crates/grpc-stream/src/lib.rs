@@ -11,10 +11,19 @@
 //!
 //! Servers route their streaming method to [`serve_streaming`] and every
 //! other method to the tonic-generated service.
+//!
+//! On shutdown, servers end their open streams first (each with
+//! `grpc-status: 0`) and only then start HTTP/2's graceful shutdown
+//! ([`after_streams_end`]): a client that sees GOAWAY before its stream's
+//! trailers may cancel the stream itself, which a proxy then reports as
+//! `CANCELLED` where the original control plane ends streams with `OK`.
 
 use std::{
+    future::Future,
     pin::Pin,
+    sync::atomic::{AtomicUsize, Ordering},
     task::{Context, Poll},
+    time::Duration,
 };
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -124,12 +133,51 @@ where
     }
 }
 
+/// How many [`FramedStream`] bodies of this process are open.
+static OPEN_STREAMS: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts one open [`FramedStream`] for as long as it lives.
+struct OpenStream;
+
+impl OpenStream {
+    fn new() -> Self {
+        OPEN_STREAMS.fetch_add(1, Ordering::Relaxed);
+        Self
+    }
+}
+
+impl Drop for OpenStream {
+    fn drop(&mut self) {
+        OPEN_STREAMS.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The number of open streaming response bodies in this process.
+pub fn open_streams() -> usize {
+    OPEN_STREAMS.load(Ordering::Relaxed)
+}
+
+/// Resolves after `requested` once every open stream body has ended (their
+/// own shutdown ends them), or after `grace` at most: the future to give a
+/// tonic server's `serve_with_incoming_shutdown`, so that GOAWAY follows the
+/// streams' OK trailers instead of racing them.
+pub async fn after_streams_end(requested: impl Future<Output = ()>, grace: Duration) {
+    requested.await;
+    let deadline = tokio::time::Instant::now() + grace;
+    while open_streams() > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// A response body that writes a stream of already-encoded frames (see
 /// [`encode_frame`]), then ends with `grpc-status` trailers (OK when the
 /// stream ends, the error otherwise).
 pub struct FramedStream<S> {
     stream: Pin<Box<S>>,
     done: bool,
+    /// Counted in [`open_streams`] until the body is dropped (hyper drops it
+    /// once the trailers are handed to HTTP/2).
+    _open: OpenStream,
 }
 
 impl<S> FramedStream<S> {
@@ -137,6 +185,7 @@ impl<S> FramedStream<S> {
         Self {
             stream: Box::pin(stream),
             done: false,
+            _open: OpenStream::new(),
         }
     }
 }
@@ -190,6 +239,38 @@ mod tests {
         assert_eq!(frame.len(), 5 + request.encoded_len());
         let decoded: GetDestination = decode_request(&frame).expect("decode");
         assert_eq!(decoded, request);
+    }
+
+    #[tokio::test]
+    async fn shutdown_waits_for_open_streams_to_end() {
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let body = FramedStream::new(futures::stream::pending::<Result<Bytes, Status>>());
+        assert!(open_streams() >= 1);
+        let waiter = tokio::spawn(after_streams_end(
+            async {
+                let _ = rx.await;
+            },
+            Duration::from_secs(30),
+        ));
+        let _ = tx.send(());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!waiter.is_finished(), "a stream is still open");
+        drop(body);
+        tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .expect("resolves once the stream ended")
+            .expect("no panic");
+    }
+
+    #[tokio::test]
+    async fn shutdown_gives_up_after_the_grace_period() {
+        let _body = FramedStream::new(futures::stream::pending::<Result<Bytes, Status>>());
+        tokio::time::timeout(
+            Duration::from_secs(5),
+            after_streams_end(async {}, Duration::from_millis(50)),
+        )
+        .await
+        .expect("the grace period bounds the wait");
     }
 
     #[test]

@@ -107,9 +107,51 @@ impl ReadyHandle {
     }
 }
 
+/// A latch that turns true once every one of `receivers` has been true
+/// (each watch cache's first sync) and then stays true: a server answers
+/// nothing from an index that has never held the cluster's state, but a
+/// later re-list (which keeps the last state until it completes) does not
+/// stop it from serving.
+pub fn initial_sync(receivers: Vec<watch::Receiver<bool>>) -> watch::Receiver<bool> {
+    let (tx, rx) = watch::channel(receivers.is_empty());
+    if !receivers.is_empty() {
+        tokio::spawn(async move {
+            for mut receiver in receivers {
+                if receiver.wait_for(|synced| *synced).await.is_err() {
+                    // The watch task is gone (shutdown): never latch.
+                    return;
+                }
+            }
+            tx.send_replace(true);
+        });
+    }
+    rx
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn initial_sync_latches_once_every_cache_synced() {
+        let (pods, pods_rx) = watch::channel(false);
+        let (svcs, svcs_rx) = watch::channel(false);
+        let mut synced = initial_sync(vec![pods_rx, svcs_rx]);
+        assert!(!*synced.borrow());
+        svcs.send_replace(true);
+        tokio::task::yield_now().await;
+        assert!(!*synced.borrow_and_update(), "pods have not synced");
+        pods.send_replace(true);
+        tokio::time::timeout(std::time::Duration::from_secs(5), synced.changed())
+            .await
+            .expect("latches")
+            .expect("sender alive");
+        assert!(*synced.borrow());
+        pods.send_replace(false);
+        tokio::task::yield_now().await;
+        assert!(*synced.borrow(), "a later re-list does not unlatch");
+        assert!(*initial_sync(vec![]).borrow(), "nothing to wait for");
+    }
 
     #[test]
     fn ready_only_when_all_components_are() {

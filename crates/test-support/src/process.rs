@@ -77,6 +77,31 @@ impl ServerProcess {
             .unwrap_or_else(|e| panic!("GET {path} on {}: {e}", self.name))
     }
 
+    /// Asks the process to stop (SIGTERM, as the kubelet does) and waits up
+    /// to `grace` for it to exit; returns whether it exited successfully.
+    pub fn terminate(&mut self, grace: Duration) -> bool {
+        let Some(mut child) = self.child.take() else {
+            return false;
+        };
+        let Ok(pid) = i32::try_from(child.id()) else {
+            return false;
+        };
+        // The `kill` command: the workspace denies `unsafe`, which libc's kill needs.
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status();
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = child.try_wait() {
+                return status.success();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        false
+    }
+
     /// Kills the process (SIGKILL) and waits for it.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {

@@ -1,0 +1,467 @@
+//! The Meridian pod for real: each scenario talks to the installed pod the
+//! way users and proxies do (its Services, `kubectl port-forward`, the
+//! generated gRPC clients, `kubectl apply` through the webhooks), against
+//! workloads of real containers whose readiness the kubelet probes.
+//!
+//! The tests are `#[ignore]`d in `cargo test --workspace` (they need a
+//! cluster running the pod); `cargo xtask e2e` sets one up and runs them with
+//! `--ignored`.
+
+#![allow(clippy::unwrap_used)]
+
+use std::{
+    collections::BTreeSet,
+    net::{IpAddr, SocketAddr},
+    time::Duration,
+};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::{Api, api::ListParams};
+use linkerd2_proxy_api::{
+    destination::{GetDestination, destination_client::DestinationClient},
+    inbound::{PortSpec, inbound_server_policies_client::InboundServerPoliciesClient},
+};
+use meridian_e2e::{
+    Cluster, DESTINATION_SERVICE_ACCOUNT, TIMEOUT, authority, http_workload,
+    stream::{EndpointStream, connect},
+};
+use tonic::transport::Channel;
+
+/// The ready pods of `app` as `ip:8080`, from the API (the truth).
+async fn ready_endpoints(cluster: &Cluster, ns: &str, app: &str) -> BTreeSet<SocketAddr> {
+    let pods: Api<Pod> = Api::namespaced(cluster.client.clone(), ns);
+    let list = pods
+        .list(&ListParams::default().labels(&format!("app={app}")))
+        .await
+        .expect("listing pods");
+    list.items
+        .iter()
+        .filter(|pod| pod.metadata.deletion_timestamp.is_none())
+        .filter(|pod| {
+            pod.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        })
+        .filter_map(|pod| pod.status.as_ref()?.pod_ip.as_ref()?.parse::<IpAddr>().ok())
+        .map(|ip| SocketAddr::new(ip, 8080))
+        .collect()
+}
+
+/// Waits until the API says `app` has `n` ready pods; returns them.
+async fn wait_ready_count(
+    cluster: &Cluster,
+    ns: &str,
+    app: &str,
+    n: usize,
+) -> BTreeSet<SocketAddr> {
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    loop {
+        let ready = ready_endpoints(cluster, ns, app).await;
+        if ready.len() == n {
+            return ready;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{ns}/{app}: want {n} ready pods, have {ready:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Names of the pods of `app`.
+async fn pod_names(cluster: &Cluster, ns: &str, app: &str) -> Vec<String> {
+    let pods: Api<Pod> = Api::namespaced(cluster.client.clone(), ns);
+    pods.list(&ListParams::default().labels(&format!("app={app}")))
+        .await
+        .expect("listing pods")
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter_map(|p| p.metadata.name)
+        .collect()
+}
+
+/// Turns a test-HTTP pod's readiness answer on or off through its own
+/// port-forward (the image's `/ready` control endpoint).
+async fn set_serving_ready(cluster: &Cluster, ns: &str, pod: &str, ready: bool) {
+    let forward = cluster.port_forward(ns, &format!("pod/{pod}"), 8080);
+    let path = if ready { "/ready/on" } else { "/ready/off" };
+    let status = http_post(forward.local, path).await;
+    assert_eq!(status, 200, "POST {path} on {pod}");
+}
+
+/// A minimal HTTP/1.1 POST over loopback; returns the status code.
+async fn http_post(addr: SocketAddr, path: &str) -> u16 {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut conn = tokio::net::TcpStream::connect(addr)
+        .await
+        .unwrap_or_else(|e| panic!("connecting to {addr}: {e}"));
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: test\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    conn.write_all(request.as_bytes()).await.expect("writing");
+    let mut response = Vec::new();
+    conn.read_to_end(&mut response).await.expect("reading");
+    let text = String::from_utf8_lossy(&response);
+    text.split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("no HTTP status in {text:?}"))
+}
+
+async fn destination_client(
+    cluster: &Cluster,
+) -> (meridian_e2e::PortForward, DestinationClient<Channel>) {
+    let forward = cluster.forward_to_meridian(8086);
+    let client = connect(forward.local)
+        .await
+        .expect("connecting to the destination");
+    (forward, client)
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster running the Meridian pod: run `cargo xtask e2e`"]
+async fn get_follows_real_containers_scaling_and_failing_probes() {
+    let cluster = Cluster::from_env().await;
+    let ns = cluster.namespace("e2e-get").await;
+    cluster.kubectl_ok(
+        &["apply", "-f", "-"],
+        Some(&http_workload(&cluster, &ns.name, "web", 1, &[])),
+    );
+    cluster.wait_deployment_ready(&ns.name, "web").await;
+    let (_forward, mut client) = destination_client(&cluster).await;
+    let mut stream = EndpointStream::open(&mut client, &authority(&ns.name, "web", 80))
+        .await
+        .expect("opening Get");
+    let one = wait_ready_count(&cluster, &ns.name, "web", 1).await;
+    stream.wait_for("one pod", &one, TIMEOUT).await.unwrap();
+
+    cluster.kubectl_ok(
+        &["scale", "-n", &ns.name, "deploy/web", "--replicas=3"],
+        None,
+    );
+    cluster.wait_deployment_ready(&ns.name, "web").await;
+    let three = wait_ready_count(&cluster, &ns.name, "web", 3).await;
+    stream
+        .wait_for("scaled to three", &three, TIMEOUT)
+        .await
+        .unwrap();
+
+    // The kubelet's readiness probe fails on one pod: it leaves the stream.
+    let names = pod_names(&cluster, &ns.name, "web").await;
+    let victim = &names[0];
+    set_serving_ready(&cluster, &ns.name, victim, false).await;
+    let two = wait_ready_count(&cluster, &ns.name, "web", 2).await;
+    stream
+        .wait_for("a probe failing", &two, TIMEOUT)
+        .await
+        .unwrap();
+    // ... and recovers.
+    set_serving_ready(&cluster, &ns.name, victim, true).await;
+    let three = wait_ready_count(&cluster, &ns.name, "web", 3).await;
+    stream
+        .wait_for("the probe recovering", &three, TIMEOUT)
+        .await
+        .unwrap();
+
+    // Scaled to zero: NoEndpoints{exists: true}, the stream stays open.
+    cluster.kubectl_ok(
+        &["scale", "-n", &ns.name, "deploy/web", "--replicas=0"],
+        None,
+    );
+    stream
+        .wait_for("scaled to zero", &BTreeSet::new(), TIMEOUT)
+        .await
+        .unwrap();
+    while stream.no_endpoints.is_none() {
+        stream.next(TIMEOUT).await.expect("a NoEndpoints");
+    }
+    assert_eq!(stream.no_endpoints, Some(true), "the Service still exists");
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster running the Meridian pod: run `cargo xtask e2e`"]
+async fn get_profile_follows_a_service_profile() {
+    let cluster = Cluster::from_env().await;
+    let ns = cluster.namespace("e2e-profile").await;
+    cluster.kubectl_ok(
+        &["apply", "-f", "-"],
+        Some(&http_workload(&cluster, &ns.name, "books", 1, &[])),
+    );
+    let (_forward, mut client) = destination_client(&cluster).await;
+    let target = authority(&ns.name, "books", 80);
+    let mut profiles = client
+        .get_profile(GetDestination {
+            scheme: "k8s".into(),
+            path: target.clone(),
+            context_token: String::new(),
+        })
+        .await
+        .expect("opening GetProfile")
+        .into_inner();
+    let first = tokio::time::timeout(TIMEOUT, profiles.message())
+        .await
+        .expect("a first profile")
+        .expect("stream healthy")
+        .expect("stream open");
+    assert!(first.routes.is_empty(), "no ServiceProfile yet: {first:?}");
+
+    let fqdn = format!("books.{}.svc.cluster.local", ns.name);
+    let profile = format!(
+        "apiVersion: linkerd.io/v1alpha2\nkind: ServiceProfile\nmetadata:\n  name: {fqdn}\n  namespace: {ns}\nspec:\n  routes:\n    - name: GET /books\n      condition: {{method: GET, pathRegex: /books}}\n      isRetryable: true\n",
+        ns = ns.name
+    );
+    let out = cluster.kubectl_ok(&["apply", "-f", "-"], Some(&profile));
+    assert!(out.contains("created"), "{out}");
+    let with_route = tokio::time::timeout(TIMEOUT, profiles.message())
+        .await
+        .expect("the profile's route arrives")
+        .expect("stream healthy")
+        .expect("stream open");
+    assert_eq!(with_route.routes.len(), 1, "{with_route:?}");
+    assert!(with_route.routes[0].is_retryable);
+    assert_eq!(with_route.fully_qualified_name, fqdn);
+
+    cluster.kubectl_ok(&["delete", "serviceprofile", "-n", &ns.name, &fqdn], None);
+    let without = tokio::time::timeout(TIMEOUT, profiles.message())
+        .await
+        .expect("the deletion arrives")
+        .expect("stream healthy")
+        .expect("stream open");
+    assert!(without.routes.is_empty(), "{without:?}");
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster running the Meridian pod: run `cargo xtask e2e`"]
+async fn webhooks_refuse_invalid_objects_through_their_services() {
+    let cluster = Cluster::from_env().await;
+    let ns = cluster.namespace("e2e-webhooks").await;
+    let sp = format!(
+        "apiVersion: linkerd.io/v1alpha2\nkind: ServiceProfile\nmetadata:\n  name: bad.{ns}.svc.cluster.local\n  namespace: {ns}\nspec:\n  routes:\n    - name: r\n      condition: {{}}\n",
+        ns = ns.name
+    );
+    let (ok, out) = cluster.kubectl(&["apply", "-f", "-"], Some(&sp));
+    assert!(!ok, "an invalid ServiceProfile must be refused: {out}");
+    let want = format!(
+        "admission webhook \"linkerd-sp-validator.linkerd.io\" denied the request: ServiceProfile \"bad.{}.svc.cluster.local\" has a route with an invalid condition: A request match must have a field set",
+        ns.name
+    );
+    assert!(out.contains(&want), "want: {want}\ngot:  {out}");
+
+    let server = format!(
+        "apiVersion: policy.linkerd.io/v1beta3\nkind: Server\nmetadata:\n  name: bad-srv\n  namespace: {}\nspec:\n  podSelector: {{}}\n  port: 80\n  accessPolicy: allow-everyone\n",
+        ns.name
+    );
+    let (ok, out) = cluster.kubectl(&["apply", "-f", "-"], Some(&server));
+    assert!(!ok, "an invalid Server must be refused: {out}");
+    let want = "admission webhook \"linkerd-policy-validator.linkerd.io\" denied the request:";
+    assert!(out.contains(want), "want: {want}\ngot:  {out}");
+    assert!(out.contains("allow-everyone"), "names the bad value: {out}");
+
+    // Valid objects pass the same webhooks.
+    let good = format!(
+        "apiVersion: linkerd.io/v1alpha2\nkind: ServiceProfile\nmetadata:\n  name: good.{ns}.svc.cluster.local\n  namespace: {ns}\nspec:\n  routes:\n    - name: r\n      condition: {{method: GET}}\n",
+        ns = ns.name
+    );
+    let out = cluster.kubectl_ok(&["apply", "-f", "-"], Some(&good));
+    assert!(out.contains("created"), "{out}");
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster running the Meridian pod: run `cargo xtask e2e`"]
+async fn inbound_policy_for_a_real_pod() {
+    let cluster = Cluster::from_env().await;
+    let ns = cluster.namespace("e2e-inbound").await;
+    let meshed = [(
+        "linkerd.io/control-plane-ns",
+        cluster.control_plane_ns.as_str(),
+    )];
+    cluster.kubectl_ok(
+        &["apply", "-f", "-"],
+        Some(&http_workload(&cluster, &ns.name, "api", 1, &meshed)),
+    );
+    cluster.wait_deployment_ready(&ns.name, "api").await;
+    let pod = pod_names(&cluster, &ns.name, "api").await.remove(0);
+
+    let forward = cluster.forward_to_meridian(8090);
+    let channel = Channel::from_shared(forward.url())
+        .expect("url")
+        .connect()
+        .await
+        .expect("connecting to the policy controller");
+    let mut client = InboundServerPoliciesClient::new(channel);
+    let spec = PortSpec {
+        workload: format!("{}:{pod}", ns.name),
+        port: 8080,
+    };
+    let server = client
+        .get_port(spec.clone())
+        .await
+        .expect("GetPort for a real pod")
+        .into_inner();
+    assert_eq!(
+        server.labels.get("kind").map(String::as_str),
+        Some("default"),
+        "{server:?}"
+    );
+    assert_eq!(
+        server.labels.get("name").map(String::as_str),
+        Some("all-unauthenticated"),
+        "{server:?}"
+    );
+    // The kubelet probes /ready on this port: a probe route is authorized.
+    let mut watch = client
+        .watch_port(spec)
+        .await
+        .expect("WatchPort")
+        .into_inner();
+    let first = tokio::time::timeout(TIMEOUT, watch.message())
+        .await
+        .expect("a first policy")
+        .expect("healthy")
+        .expect("open");
+    assert_eq!(first, server, "WatchPort starts with what GetPort answered");
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster running the Meridian pod: run `cargo xtask e2e`"]
+async fn streams_converge_after_the_meridian_pod_is_recreated() {
+    let cluster = Cluster::from_env().await;
+    let ns = cluster.namespace("e2e-restart").await;
+    cluster.kubectl_ok(
+        &["apply", "-f", "-"],
+        Some(&http_workload(&cluster, &ns.name, "web", 1, &[])),
+    );
+    cluster.wait_deployment_ready(&ns.name, "web").await;
+    let path = authority(&ns.name, "web", 80);
+    let (forward, mut client) = destination_client(&cluster).await;
+    let mut stream = EndpointStream::open(&mut client, &path)
+        .await
+        .expect("open");
+    let one = wait_ready_count(&cluster, &ns.name, "web", 1).await;
+    stream.wait_for("one pod", &one, TIMEOUT).await.unwrap();
+
+    // The pod goes away (its Deployment makes a new one) while the
+    // workload changes.
+    let cp = cluster.control_plane_ns.clone();
+    cluster.kubectl_ok(
+        &[
+            "delete",
+            "pod",
+            "-n",
+            &cp,
+            "-l",
+            "linkerd.io/control-plane-component=destination",
+            "--wait=false",
+        ],
+        None,
+    );
+    cluster.kubectl_ok(
+        &["scale", "-n", &ns.name, "deploy/web", "--replicas=2"],
+        None,
+    );
+    // The old pod's streams end (it is terminated gracefully); updates
+    // that arrive before that are applied as usual.
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        assert!(!left.is_zero(), "the old pod's stream never ended");
+        if stream.next(left).await.is_err() {
+            break;
+        }
+    }
+    drop(forward);
+
+    // A client reconnects as a proxy does, until it holds the truth.
+    cluster
+        .wait_deployment_ready(&cp, meridian_e2e::DESTINATION_DEPLOYMENT)
+        .await;
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    let mut last = String::new();
+    while tokio::time::Instant::now() < deadline {
+        let truth = wait_ready_count(&cluster, &ns.name, "web", 2).await;
+        let (_forward, mut client) = destination_client(&cluster).await;
+        match EndpointStream::open(&mut client, &path).await {
+            Ok(mut stream) => match stream.wait_for("after the restart", &truth, TIMEOUT).await {
+                Ok(()) => return,
+                Err(e) => last = e,
+            },
+            Err(status) => last = format!("{status:?}"),
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    panic!("no converged stream after the restart: {last}");
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster running the Meridian pod: run `cargo xtask e2e`"]
+async fn the_pods_service_account_holds_no_wildcard_rights() {
+    let cluster = Cluster::from_env().await;
+    let user = format!(
+        "system:serviceaccount:{}:{DESTINATION_SERVICE_ACCOUNT}",
+        cluster.control_plane_ns
+    );
+    let out = cluster.kubectl_ok(&["auth", "can-i", "--list", &format!("--as={user}")], None);
+    for line in out.lines().skip(1) {
+        let resource = line.split_whitespace().next().unwrap_or_default();
+        // Non-resource URLs (discovery's `/api/*`) are Kubernetes' own defaults.
+        if resource.starts_with('[') || resource.starts_with('/') {
+            continue;
+        }
+        assert!(
+            !resource.contains('*') && !line.contains("[*]"),
+            "{user} has a wildcard right: {line}\n{out}"
+        );
+    }
+    for (verb, resource) in [
+        ("watch", "endpointslices.discovery.k8s.io"),
+        ("watch", "pods"),
+        ("watch", "serviceprofiles.linkerd.io"),
+        ("watch", "servers.policy.linkerd.io"),
+        ("patch", "httproutes.policy.linkerd.io/status"),
+    ] {
+        let (ok, answer) = cluster.kubectl(
+            &[
+                "auth",
+                "can-i",
+                verb,
+                resource,
+                "-A",
+                &format!("--as={user}"),
+            ],
+            None,
+        );
+        assert!(
+            ok && answer.trim() == "yes",
+            "{user} can {verb} {resource}: {answer}"
+        );
+    }
+    let (_, answer) = cluster.kubectl(
+        &[
+            "auth",
+            "can-i",
+            "delete",
+            "pods",
+            "-A",
+            &format!("--as={user}"),
+        ],
+        None,
+    );
+    assert_eq!(answer.trim(), "no", "{user} must not delete pods");
+    // The pod talks to the API server as that ServiceAccount: no kubeconfig
+    // is mounted, and its token is the projected one.
+    let spec = cluster.kubectl_ok(
+        &[
+            "get",
+            "deploy",
+            "-n",
+            &cluster.control_plane_ns,
+            meridian_e2e::DESTINATION_DEPLOYMENT,
+            "-o",
+            "jsonpath={.spec.template.spec.serviceAccountName} {.spec.template.spec.automountServiceAccountToken}",
+        ],
+        None,
+    );
+    assert_eq!(spec.trim(), format!("{DESTINATION_SERVICE_ACCOUNT} false"));
+}

@@ -22,7 +22,12 @@ fn install_crds(env: &TestEnv) {
     static CRDS: OnceLock<()> = OnceLock::new();
     CRDS.get_or_init(|| {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/crds/");
-        let (ok, out) = env.cluster().kubectl(&["apply", "-f", dir], None);
+        // Server-side: the Gateway API CRDs are too large for the
+        // last-applied annotation of a client-side apply.
+        let (ok, out) = env.cluster().kubectl(
+            &["apply", "--server-side", "--force-conflicts", "-f", dir],
+            None,
+        );
         assert!(ok || out.contains("already exists"), "applying CRDs: {out}");
         let (ok, out) = env.cluster().kubectl(
             &[

@@ -19,6 +19,15 @@ use crate::{
     webhook::PolicyValidator,
 };
 
+/// The watches the status writer waits for before writing anything.
+const STATUS_KINDS: [&str; 5] = [
+    "servers",
+    "services",
+    "httproutes",
+    "httproutes.gateway.networking.k8s.io",
+    "grpcroutes",
+];
+
 /// Runs the controller until SIGTERM/SIGINT.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let shutdown = Shutdown::on_signals().context("installing signal handlers")?;
@@ -72,7 +81,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             ),
             &watch_metrics,
         ),
-        resources::services(client.clone(), outbound.clone(), &watch_metrics),
+        resources::services(
+            client.clone(),
+            Tee::shared(outbound.clone(), status_index.clone()),
+            &watch_metrics,
+        ),
     ];
     let mut watches = Vec::from(watches);
     // The Gateway API kinds are optional, as in the original: watched only
@@ -80,14 +93,14 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     if gateway_kinds.contains("httproutes") {
         watches.push(resources::gateway_http_routes(
             client.clone(),
-            outbound.clone(),
+            Tee::shared(outbound.clone(), status_index.clone()),
             &watch_metrics,
         ));
     }
     if gateway_kinds.contains("grpcroutes") {
         watches.push(resources::grpc_routes(
             client.clone(),
-            outbound.clone(),
+            Tee::shared(outbound.clone(), status_index.clone()),
             &watch_metrics,
         ));
     }
@@ -96,7 +109,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         let name = format!("{} cache", watch.kind);
         let kind = watch.kind.clone();
         let synced = watch.spawn();
-        if kind == "servers" || kind == "httproutes" {
+        if STATUS_KINDS.contains(&kind.as_str()) {
             status_synced.push(synced.clone());
         }
         readiness.register_watch(name, synced);

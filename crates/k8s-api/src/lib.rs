@@ -6,11 +6,17 @@
 //! - [`policy`]: the `policy.linkerd.io` kinds (Server, ServerAuthorization,
 //!   AuthorizationPolicy, MeshTLSAuthentication, NetworkAuthentication,
 //!   HTTPRoute).
+//! - [`gateway`]: the Gateway API route kinds the outbound policy reads
+//!   (`gateway.networking.k8s.io` HTTPRoute and GRPCRoute; their CRDs are
+//!   the upstream manifests in `deploy/crds/`).
+//! - [`labels`]: Linkerd's label and annotation names.
 //!
 //! The CRD manifests in `deploy/crds/` are checked against these types by
 //! this crate's tests (`tests/crds.rs`).
 
+pub mod gateway;
 pub mod go_duration;
+pub mod labels;
 pub mod policy;
 pub mod service_profile;
 

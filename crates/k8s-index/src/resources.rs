@@ -2,6 +2,7 @@
 //! Binaries pick the ones they use and point them at their indexes.
 
 use k8s_api::{
+    gateway,
     policy::{
         AuthorizationPolicy, HTTPRoute, MeshTLSAuthentication, NetworkAuthentication, Server,
         ServerAuthorization,
@@ -23,7 +24,7 @@ use kube::{
 use crate::{Index, IndexMetrics, SharedIndex, WatchTask};
 
 /// The label the meshed pods carry (the policy controller watches only those).
-pub const CONTROL_PLANE_NS_LABEL: &str = "linkerd.io/control-plane-ns";
+pub const CONTROL_PLANE_NS_LABEL: &str = k8s_api::labels::CONTROL_PLANE_NS;
 
 fn config() -> watcher::Config {
     // Any resourceVersion is fine for lists: the apiserver's watch cache
@@ -150,4 +151,8 @@ crd_watch! {
     network_authentications => NetworkAuthentication, "networkauthentications";
     /// HTTPRoutes (policy.linkerd.io).
     http_routes => HTTPRoute, "httproutes";
+    /// HTTPRoutes (gateway.networking.k8s.io).
+    gateway_http_routes => gateway::HTTPRoute, "httproutes.gateway.networking.k8s.io";
+    /// GRPCRoutes (gateway.networking.k8s.io).
+    grpc_routes => gateway::GRPCRoute, "grpcroutes";
 }

@@ -1,5 +1,6 @@
-//! Prometheus metrics of the inbound index (`inbound_index_*`), the gRPC
-//! API (`grpc_server_*`) and the status writer (`resource_status_*`).
+//! Prometheus metrics of the inbound index (`inbound_index_*`), the
+//! outbound index (`outbound_index_*`), the gRPC API (`grpc_server_*`) and
+//! the status writer (`resource_status_*`).
 
 use prometheus_client::{
     encoding::EncodeLabelSet,
@@ -7,7 +8,7 @@ use prometheus_client::{
     registry::Registry,
 };
 
-use crate::index::IndexStats;
+use crate::index::{IndexStats, outbound::OutboundStats};
 
 /// Sizes of the inbound index.
 #[derive(Clone, Debug, Default)]
@@ -49,6 +50,43 @@ impl IndexMetrics {
     }
 }
 
+/// Sizes of the outbound index.
+#[derive(Clone, Debug, Default)]
+pub struct OutboundIndexMetrics {
+    services: Gauge,
+    routes: Gauge,
+    watches: Gauge,
+}
+
+impl OutboundIndexMetrics {
+    /// Registers under `outbound_index_`.
+    pub fn register(registry: &mut Registry) -> Self {
+        let m = Self::default();
+        let sub = registry.sub_registry_with_prefix("outbound_index");
+        sub.register("services", "Services indexed", m.services.clone());
+        sub.register(
+            "routes",
+            "Route resources attached to at least one Service",
+            m.routes.clone(),
+        );
+        sub.register(
+            "watches",
+            "Published policies (Service port and client namespace)",
+            m.watches.clone(),
+        );
+        m
+    }
+
+    pub(crate) fn report(&self, stats: OutboundStats) {
+        let set = |g: &Gauge, n: usize| {
+            g.set(i64::try_from(n).unwrap_or(i64::MAX));
+        };
+        set(&self.services, stats.services);
+        set(&self.routes, stats.routes);
+        set(&self.watches, stats.watches);
+    }
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RpcLabels {
     method: &'static str,
@@ -80,7 +118,7 @@ impl GrpcMetrics {
         );
         sub.register(
             "active_streams",
-            "Open WatchPort streams",
+            "Open streams (WatchPort, Watch), by method",
             m.active_streams.clone(),
         );
         sub.register(

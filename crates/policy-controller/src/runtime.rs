@@ -12,12 +12,21 @@ use prometheus_client::registry::Registry;
 
 use crate::{
     args::Args,
-    grpc::{self, InboundPolicyServer},
-    index::{CONTROL_PLANE_NS_LABEL, Index},
-    metrics::{GrpcMetrics, IndexMetrics, StatusMetrics},
+    grpc::{self, InboundPolicyServer, outbound::OutboundPolicyServer},
+    index::{CONTROL_PLANE_NS_LABEL, Index, outbound::OutboundIndex},
+    metrics::{GrpcMetrics, IndexMetrics, OutboundIndexMetrics, StatusMetrics},
     status::{LeaseParams, StatusIndex, StatusWriter, lease},
     webhook::PolicyValidator,
 };
+
+/// The watches the status writer waits for before writing anything.
+const STATUS_KINDS: [&str; 5] = [
+    "servers",
+    "services",
+    "httproutes",
+    "httproutes.gateway.networking.k8s.io",
+    "grpcroutes",
+];
 
 /// Runs the controller until SIGTERM/SIGINT.
 pub async fn run(args: Args) -> anyhow::Result<()> {
@@ -31,6 +40,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let mut registry = Registry::with_prefix("policy");
     let watch_metrics = WatchMetrics::register(&mut registry);
     let index_metrics = IndexMetrics::register(&mut registry);
+    let outbound_metrics = OutboundIndexMetrics::register(&mut registry);
     let grpc_metrics = GrpcMetrics::register(&mut registry);
     let status_metrics = StatusMetrics::register(&mut registry);
     let admission_metrics = admission::Metrics::register(&mut registry);
@@ -40,6 +50,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 
     let index = Index::shared(args.cluster_info());
     index.write().set_metrics(index_metrics);
+    let outbound = OutboundIndex::shared(outbound_cluster(&args)?);
+    outbound.write().set_metrics(outbound_metrics);
+    let gateway_kinds = gateway_kinds(&client).await;
     // Servers and routes also feed the status writer, through the same watches.
     let status_index = StatusIndex::shared();
 
@@ -62,16 +75,41 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         resources::network_authentications(client.clone(), index.clone(), &watch_metrics),
         resources::http_routes(
             client.clone(),
-            Tee::shared(index.clone(), status_index.clone()),
+            Tee::shared(
+                index.clone(),
+                Tee::shared(outbound.clone(), status_index.clone()),
+            ),
+            &watch_metrics,
+        ),
+        resources::services(
+            client.clone(),
+            Tee::shared(outbound.clone(), status_index.clone()),
             &watch_metrics,
         ),
     ];
+    let mut watches = Vec::from(watches);
+    // The Gateway API kinds are optional, as in the original: watched only
+    // when the cluster serves them.
+    if gateway_kinds.contains("httproutes") {
+        watches.push(resources::gateway_http_routes(
+            client.clone(),
+            Tee::shared(outbound.clone(), status_index.clone()),
+            &watch_metrics,
+        ));
+    }
+    if gateway_kinds.contains("grpcroutes") {
+        watches.push(resources::grpc_routes(
+            client.clone(),
+            Tee::shared(outbound.clone(), status_index.clone()),
+            &watch_metrics,
+        ));
+    }
     let mut status_synced = Vec::new();
     for watch in watches {
         let name = format!("{} cache", watch.kind);
         let kind = watch.kind.clone();
         let synced = watch.spawn();
-        if kind == "servers" || kind == "httproutes" {
+        if STATUS_KINDS.contains(&kind.as_str()) {
             status_synced.push(synced.clone());
         }
         readiness.register_watch(name, synced);
@@ -112,15 +150,28 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         index.clone(),
         args.cluster_networks.clone(),
         shutdown.clone(),
-        grpc_metrics,
+        grpc_metrics.clone(),
     );
     // Either server failing stops the process; on shutdown both drain.
     let grpc = async {
         let workload_ports =
             grpc::workload_ports::WorkloadPortsService::new(index.clone(), shutdown.clone());
-        grpc::serve(grpc_listener, policy, workload_ports, shutdown.clone())
-            .await
-            .context("gRPC server")
+        let outbound = OutboundPolicyServer::new(
+            outbound.clone(),
+            &args.cluster_domain,
+            args.allow_l5d_request_headers,
+            shutdown.clone(),
+            grpc_metrics.clone(),
+        );
+        grpc::serve(
+            grpc_listener,
+            policy,
+            outbound,
+            workload_ports,
+            shutdown.clone(),
+        )
+        .await
+        .context("gRPC server")
     };
     let admin = async { admin.serve(shutdown.clone()).await.context("admin server") };
     let webhook = async {
@@ -172,6 +223,37 @@ async fn serve_webhook(
         .serve(admission::router(validator, metrics), shutdown)
         .await;
     Ok(())
+}
+
+/// The cluster-wide settings of the outbound index, from the flags.
+pub fn outbound_cluster(args: &Args) -> anyhow::Result<crate::index::outbound::OutboundCluster> {
+    let default_opaque_ports = crate::core::parse_port_set(&args.default_opaque_ports)
+        .with_context(|| {
+            format!(
+                "invalid --default-opaque-ports {:?}",
+                args.default_opaque_ports
+            )
+        })?;
+    Ok(crate::index::outbound::OutboundCluster {
+        networks: args.cluster_networks.clone(),
+        cluster_domain: args.cluster_domain.clone(),
+        default_opaque_ports,
+    })
+}
+
+/// The resources of `gateway.networking.k8s.io/v1` the cluster serves
+/// (none when the Gateway API is not installed).
+async fn gateway_kinds(client: &kube::Client) -> std::collections::BTreeSet<String> {
+    match client
+        .list_api_group_resources(&format!("{}/v1", k8s_api::gateway::GROUP))
+        .await
+    {
+        Ok(list) => list.resources.into_iter().map(|r| r.name).collect(),
+        Err(error) => {
+            tracing::info!(%error, "the Gateway API is not served; its routes are not watched");
+            Default::default()
+        }
+    }
 }
 
 /// A Lease claimant when `HOSTNAME` is unset: unique per process.

@@ -1,22 +1,29 @@
-//! The admission rules of the `policy.linkerd.io` kinds, served through the
-//! shared [`admission`] plumbing. Every kind is checked with the very
+//! The admission rules of the `policy.linkerd.io` kinds and of the Gateway
+//! API routes (`gateway.networking.k8s.io` HTTPRoute and GRPCRoute),
+//! served through the shared [`admission`] plumbing. Every kind is checked with the very
 //! conversion the index applies ([`crate::index`]), so an object the
 //! webhook admits is never ignored by the index, and the reverse; the only
 //! admission-only rule is that a Server's `accessPolicy` must parse (the
 //! index tolerates a bad one rather than drop the Server).
 
 use admission::{AdmissionRequest, Validate};
-use k8s_api::policy::{
-    AuthorizationPolicy, HTTPRoute, MeshTLSAuthentication, NetworkAuthentication, Server,
-    ServerAuthorization,
+use k8s_api::{
+    gateway,
+    policy::{
+        AuthorizationPolicy, HTTPRoute, MeshTLSAuthentication, NetworkAuthentication, Server,
+        ServerAuthorization,
+        http_route::{HttpBackendRef, ParentRef},
+    },
 };
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::DeserializeOwned;
 
 use crate::{
     core::DefaultPolicy,
     index::{
         ClusterInfo, InvalidResource, RouteBinding, ServerSpec, authorization_policy,
-        mesh_tls_authentication, network_authentication, server_authorization,
+        mesh_tls_authentication, network_authentication, outbound::routes as outbound_routes,
+        server_authorization,
     },
 };
 
@@ -76,11 +83,84 @@ impl PolicyValidator {
             "HTTPRoute" => {
                 let route: HTTPRoute = parse(object)?;
                 RouteBinding::from_resource(&route, ns)?;
+                // Routes on Services also go through the outbound conversion.
+                if has_service_parent(route.spec.parent_refs.as_deref()) {
+                    outbound_routes::http_route(
+                        &route.spec,
+                        &annotations(&route.metadata),
+                        None,
+                        ns,
+                        CLUSTER_DOMAIN,
+                    )?;
+                }
             }
             _ => return Err(Rejection::UnsupportedKind),
         }
         Ok(())
     }
+}
+
+/// Checks one Gateway API route of `kind` in `ns`, with the outbound
+/// conversions. An object that does not even parse is admitted (with a
+/// warning), as the original does for the Gateway API kinds: the
+/// upstream CRD schema is the authority on their shape.
+pub fn check_gateway(kind: &str, ns: &str, object: &serde_json::Value) -> Result<(), Rejection> {
+    let backends = |rules: Vec<&Vec<HttpBackendRef>>| {
+        outbound_routes::check_backends(rules.into_iter().flatten())
+    };
+    match kind {
+        "HTTPRoute" => {
+            let Ok(route) = parse::<gateway::HTTPRoute>(object) else {
+                tracing::warn!(%ns, "admitting a Gateway HTTPRoute that does not parse");
+                return Ok(());
+            };
+            let annotations = annotations(&route.metadata);
+            outbound_routes::http_route(&route.spec, &annotations, None, ns, CLUSTER_DOMAIN)?;
+            backends(
+                route
+                    .spec
+                    .rules
+                    .iter()
+                    .flatten()
+                    .filter_map(|r| r.backend_refs.as_ref())
+                    .collect(),
+            )?;
+        }
+        "GRPCRoute" => {
+            let Ok(route) = parse::<gateway::GRPCRoute>(object) else {
+                tracing::warn!(%ns, "admitting a GRPCRoute that does not parse");
+                return Ok(());
+            };
+            let annotations = annotations(&route.metadata);
+            outbound_routes::grpc_route(&route.spec, &annotations, None, ns, CLUSTER_DOMAIN)?;
+            backends(
+                route
+                    .spec
+                    .rules
+                    .iter()
+                    .flatten()
+                    .filter_map(|r| r.backend_refs.as_ref())
+                    .collect(),
+            )?;
+        }
+        _ => return Err(Rejection::UnsupportedKind),
+    }
+    Ok(())
+}
+
+/// Conversions need a cluster domain for backend paths; admission only
+/// looks at whether they succeed.
+const CLUSTER_DOMAIN: &str = "cluster.local";
+
+fn has_service_parent(parents: Option<&[ParentRef]>) -> bool {
+    parents
+        .into_iter()
+        .flatten()
+        .any(|p| outbound_routes::is_service_ref(p.group.as_deref(), p.kind.as_deref()))
+}
+
+fn annotations(meta: &ObjectMeta) -> std::collections::BTreeMap<String, String> {
+    meta.annotations.clone().unwrap_or_default()
 }
 
 fn parse<K: DeserializeOwned>(object: &serde_json::Value) -> Result<K, serde_json::Error> {
@@ -115,6 +195,8 @@ impl Validate for PolicyValidator {
             .unwrap_or_default();
         let verdict = if request.kind.group == k8s_api::policy::GROUP {
             self.check(kind, ns, object)
+        } else if request.kind.group == gateway::GROUP {
+            check_gateway(kind, ns, object)
         } else {
             Err(Rejection::UnsupportedKind)
         };

@@ -3,7 +3,7 @@
 //! applied with kubectl, and a generated tonic client reads the API over a
 //! real socket.
 
-use std::{net::SocketAddr, sync::OnceLock, time::Duration};
+use std::{net::SocketAddr, time::Duration};
 
 use linkerd2_proxy_api::{
     inbound::{
@@ -19,23 +19,7 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Applies (once per test binary) the CRDs and waits until they serve.
 fn install_crds(env: &TestEnv) {
-    static CRDS: OnceLock<()> = OnceLock::new();
-    CRDS.get_or_init(|| {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/crds/");
-        let (ok, out) = env.cluster().kubectl(&["apply", "-f", dir], None);
-        assert!(ok || out.contains("already exists"), "applying CRDs: {out}");
-        let (ok, out) = env.cluster().kubectl(
-            &[
-                "wait",
-                "--for=condition=established",
-                "--timeout=60s",
-                "-f",
-                dir,
-            ],
-            None,
-        );
-        assert!(ok, "waiting for CRDs: {out}");
-    });
+    env.cluster().ensure_crds();
 }
 
 struct Controller {

@@ -11,7 +11,18 @@ async fn deploy_manifests_apply_cleanly() {
     let path = |p: &str| deploy.join(p).display().to_string();
     let cluster = env.cluster();
 
-    let (ok, out) = cluster.kubectl(&["apply", "-f", &path("crds")], None);
+    // Server-side: the Gateway API CRDs are too large for the
+    // last-applied annotation of a client-side apply.
+    let (ok, out) = cluster.kubectl(
+        &[
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "-f",
+            &path("crds"),
+        ],
+        None,
+    );
     assert!(ok, "CRDs: {out}");
     let (ok, out) = cluster.kubectl(
         &[

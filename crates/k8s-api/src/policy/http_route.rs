@@ -190,6 +190,9 @@ pub struct HttpBackendRef {
     pub port: Option<u16>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weight: Option<u32>,
+    /// Filters applied to requests sent to this backend.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filters: Option<Vec<HttpRouteFilter>>,
 }
 
 /// Rule timeouts (Gateway API duration strings).

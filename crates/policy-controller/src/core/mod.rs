@@ -1,12 +1,14 @@
-//! Domain types of inbound policy, free of Kubernetes and gRPC: what a
-//! proxy is told about one of its workload's ports (protocol, authorized
-//! clients, HTTP routes), the default policies, and the discovery trait the
-//! gRPC layer is written against.
+//! Domain types of policy, free of Kubernetes and gRPC: what a proxy is
+//! told about one of its workload's ports (protocol, authorized clients,
+//! HTTP routes), the default policies, and the discovery trait the gRPC
+//! layer is written against; [`outbound`] holds the same for the Services
+//! a proxy connects to.
 
 mod defaults;
 mod discover;
 mod identity;
 mod network;
+pub mod outbound;
 mod ports;
 pub mod routes;
 

@@ -209,7 +209,7 @@ fn default_grpc_route() -> proto::GrpcRoute {
     }
 }
 
-fn host_match(host: &HostMatch) -> route_proto::HostMatch {
+pub(crate) fn host_match(host: &HostMatch) -> route_proto::HostMatch {
     let m = match host {
         HostMatch::Exact(h) => route_proto::host_match::Match::Exact(h.clone()),
         HostMatch::Suffix { reverse_labels } => {
@@ -221,7 +221,7 @@ fn host_match(host: &HostMatch) -> route_proto::HostMatch {
     route_proto::HostMatch { r#match: Some(m) }
 }
 
-fn route_match(m: &HttpRouteMatch) -> route_proto::HttpRouteMatch {
+pub(crate) fn route_match(m: &HttpRouteMatch) -> route_proto::HttpRouteMatch {
     use route_proto::{header_match, path_match, query_param_match};
     route_proto::HttpRouteMatch {
         path: m.path.as_ref().map(|p| route_proto::PathMatch {
@@ -279,38 +279,59 @@ fn headers(pairs: &[(String, String)]) -> http_types::Headers {
     }
 }
 
+/// Header edits as the proxy API's request header modifier.
+pub(crate) fn request_header_modifier(
+    HeaderModifierFilter { add, set, remove }: &HeaderModifierFilter,
+) -> route_proto::RequestHeaderModifier {
+    route_proto::RequestHeaderModifier {
+        add: Some(headers(add)),
+        set: Some(headers(set)),
+        remove: remove.clone(),
+    }
+}
+
+/// Header edits as the proxy API's response header modifier.
+pub(crate) fn response_header_modifier(
+    HeaderModifierFilter { add, set, remove }: &HeaderModifierFilter,
+) -> route_proto::ResponseHeaderModifier {
+    route_proto::ResponseHeaderModifier {
+        add: Some(headers(add)),
+        set: Some(headers(set)),
+        remove: remove.clone(),
+    }
+}
+
+/// A redirect as the proxy API's.
+pub(crate) fn redirect(
+    RequestRedirectFilter {
+        scheme,
+        host,
+        path,
+        port,
+        status,
+    }: &RequestRedirectFilter,
+) -> route_proto::RequestRedirect {
+    route_proto::RequestRedirect {
+        scheme: scheme.as_deref().map(http_types::Scheme::from),
+        host: host.clone().unwrap_or_default(),
+        path: path.as_ref().map(|p| route_proto::PathModifier {
+            replace: Some(match p {
+                PathModifier::Full(s) => route_proto::path_modifier::Replace::Full(s.clone()),
+                PathModifier::Prefix(s) => route_proto::path_modifier::Replace::Prefix(s.clone()),
+            }),
+        }),
+        port: port.map(|p| u32::from(p.get())).unwrap_or_default(),
+        status: status.map(u32::from).unwrap_or_default(),
+    }
+}
+
 /// Inbound proxies are sent request header modifiers and redirects only.
 fn filter(f: &Filter) -> Option<proto::http_route::Filter> {
     use proto::http_route::filter::Kind;
     let kind = match f {
-        Filter::RequestHeaderModifier(HeaderModifierFilter { add, set, remove }) => {
-            Kind::RequestHeaderModifier(route_proto::RequestHeaderModifier {
-                add: Some(headers(add)),
-                set: Some(headers(set)),
-                remove: remove.clone(),
-            })
-        }
+        Filter::RequestHeaderModifier(m) => Kind::RequestHeaderModifier(request_header_modifier(m)),
         Filter::ResponseHeaderModifier(_) => return None,
-        Filter::RequestRedirect(RequestRedirectFilter {
-            scheme,
-            host,
-            path,
-            port,
-            status,
-        }) => Kind::Redirect(route_proto::RequestRedirect {
-            scheme: scheme.as_deref().map(http_types::Scheme::from),
-            host: host.clone().unwrap_or_default(),
-            path: path.as_ref().map(|p| route_proto::PathModifier {
-                replace: Some(match p {
-                    PathModifier::Full(s) => route_proto::path_modifier::Replace::Full(s.clone()),
-                    PathModifier::Prefix(s) => {
-                        route_proto::path_modifier::Replace::Prefix(s.clone())
-                    }
-                }),
-            }),
-            port: port.map(|p| u32::from(p.get())).unwrap_or_default(),
-            status: status.map(u32::from).unwrap_or_default(),
-        }),
+        Filter::RequestRedirect(r) => Kind::Redirect(redirect(r)),
     };
     Some(proto::http_route::Filter { kind: Some(kind) })
 }

@@ -1,10 +1,13 @@
 //! The thin tonic layer: `io.linkerd.proxy.inbound.InboundServerPolicies`
-//! (`GetPort`, `WatchPort`) over any [`DiscoverInboundServer`], served as
+//! (`GetPort`, `WatchPort`) over any [`DiscoverInboundServer`] and
+//! `io.linkerd.proxy.outbound.OutboundPolicies` ([`outbound`]), served as
 //! plaintext h2c. [`InboundPolicyRouter`] answers `WatchPort` with
 //! exactly-sized frames and no per-stream encode buffer (the `grpc-stream`
 //! crate); `GetPort` goes to the generated server.
 
 mod convert;
+pub mod outbound;
+mod outbound_convert;
 mod workload;
 pub mod workload_ports;
 
@@ -24,6 +27,7 @@ use tonic::server::NamedService;
 
 pub use self::{
     convert::to_server,
+    outbound_convert::{egress_fallback, to_outbound_policy, undefined_port},
     workload::{InvalidWorkload, Workload},
 };
 use crate::{
@@ -216,18 +220,20 @@ impl<D: DiscoverInboundServer> tower::Service<http::Request<tonic::body::Body>>
     }
 }
 
-/// Serves the inbound policy API and the destination's workload-ports feed
-/// on `listener` (plaintext HTTP/2) until `shutdown`.
-pub async fn serve<D: DiscoverInboundServer>(
+/// Serves the inbound and outbound policy APIs and the destination's
+/// workload-ports feed on `listener` (plaintext HTTP/2) until `shutdown`.
+pub async fn serve<D: DiscoverInboundServer, O: crate::core::outbound::DiscoverOutboundPolicy>(
     listener: tokio::net::TcpListener,
     server: InboundPolicyServer<D>,
+    outbound: outbound::OutboundPolicyServer<O>,
     workload_ports: workload_ports::WorkloadPortsService,
     shutdown: Shutdown,
 ) -> Result<(), tonic::transport::Error> {
     let addr: Option<SocketAddr> = listener.local_addr().ok();
-    tracing::info!(?addr, "inbound policy gRPC server listening");
+    tracing::info!(?addr, "policy gRPC server listening");
     tonic::transport::Server::builder()
         .add_service(InboundPolicyRouter::new(server))
+        .add_service(outbound::OutboundPolicyRouter::new(outbound))
         .add_service(workload_ports.svc())
         .serve_with_incoming_shutdown(
             // TCP_NODELAY: small watch updates must not wait on delayed ACKs.

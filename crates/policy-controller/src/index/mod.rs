@@ -11,8 +11,9 @@
 
 mod authz;
 pub mod opaque_feed;
+pub mod outbound;
 mod pod;
-mod routes;
+pub(crate) mod routes;
 mod selector;
 mod server;
 #[cfg(test)]

@@ -19,12 +19,11 @@ use crate::core::{
 };
 
 /// Annotation naming the pod's default policy.
-pub const DEFAULT_POLICY_ANNOTATION: &str = "config.linkerd.io/default-inbound-policy";
+pub const DEFAULT_POLICY_ANNOTATION: &str = k8s_api::labels::DEFAULT_INBOUND_POLICY;
 /// Annotation listing the pod's opaque ports.
-pub const OPAQUE_PORTS_ANNOTATION: &str = "config.linkerd.io/opaque-ports";
+pub const OPAQUE_PORTS_ANNOTATION: &str = k8s_api::labels::OPAQUE_PORTS;
 /// Annotation listing ports whose default policy requires identity.
-pub const REQUIRE_IDENTITY_ANNOTATION: &str =
-    "config.linkerd.io/proxy-require-identity-inbound-ports";
+pub const REQUIRE_IDENTITY_ANNOTATION: &str = k8s_api::labels::REQUIRE_IDENTITY_INBOUND_PORTS;
 
 /// What the index keeps of a pod's definition.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

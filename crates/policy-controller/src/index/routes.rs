@@ -8,8 +8,8 @@ use std::{collections::BTreeSet, num::NonZeroU16, time::SystemTime};
 use k8s_api::policy::{
     HTTPRoute, HttpRouteSpec,
     http_route::{
-        HeaderModifier, HttpRouteFilter, HttpRouteMatch as K8sMatch, HttpRouteRule,
-        POLICY_CONTROLLER_NAME, ParentRef,
+        HeaderModifier, HttpHeaderMatch, HttpRouteFilter, HttpRouteMatch as K8sMatch,
+        HttpRouteRule, POLICY_CONTROLLER_NAME, ParentRef,
     },
 };
 
@@ -141,23 +141,23 @@ fn rule(rule: &HttpRouteRule) -> Result<Rule, InvalidResource> {
     })
 }
 
-fn invalid(what: impl Into<String>) -> InvalidResource {
+pub(crate) fn invalid(what: impl Into<String>) -> InvalidResource {
     InvalidResource::Route(what.into())
 }
 
-fn regex(re: &str) -> Result<String, InvalidResource> {
+pub(crate) fn regex(re: &str) -> Result<String, InvalidResource> {
     regex::Regex::new(re)
         .map(|_| re.to_string())
         .map_err(|e| invalid(format!("invalid regular expression {re:?}: {e}")))
 }
 
-fn header_name(name: &str) -> Result<String, InvalidResource> {
+pub(crate) fn header_name(name: &str) -> Result<String, InvalidResource> {
     http::HeaderName::from_bytes(name.as_bytes())
         .map(|h| h.as_str().to_string())
         .map_err(|_| invalid(format!("invalid header name {name:?}")))
 }
 
-fn header_value(value: &str) -> Result<String, InvalidResource> {
+pub(crate) fn header_value(value: &str) -> Result<String, InvalidResource> {
     http::HeaderValue::from_str(value)
         .map(|_| value.to_string())
         .map_err(|_| invalid(format!("invalid header value {value:?}")))
@@ -171,7 +171,7 @@ fn absolute(path: &str) -> Result<String, InvalidResource> {
     }
 }
 
-fn route_match(m: &K8sMatch) -> Result<HttpRouteMatch, InvalidResource> {
+pub(crate) fn route_match(m: &K8sMatch) -> Result<HttpRouteMatch, InvalidResource> {
     let path = m
         .path
         .as_ref()
@@ -189,14 +189,7 @@ fn route_match(m: &K8sMatch) -> Result<HttpRouteMatch, InvalidResource> {
         .headers
         .iter()
         .flatten()
-        .map(|h| {
-            let name = header_name(&h.name)?;
-            match h.kind.as_deref().unwrap_or("Exact") {
-                "Exact" => Ok(HeaderMatch::Exact(name, header_value(&h.value)?)),
-                "RegularExpression" => Ok(HeaderMatch::Regex(name, regex(&h.value)?)),
-                other => Err(invalid(format!("unsupported header match type {other:?}"))),
-            }
-        })
+        .map(header_match)
         .collect::<Result<_, _>>()?;
     let query_params = m
         .query_params
@@ -225,6 +218,16 @@ fn route_match(m: &K8sMatch) -> Result<HttpRouteMatch, InvalidResource> {
     })
 }
 
+/// A header match (HTTP and gRPC routes share it).
+pub(crate) fn header_match(h: &HttpHeaderMatch) -> Result<HeaderMatch, InvalidResource> {
+    let name = header_name(&h.name)?;
+    match h.kind.as_deref().unwrap_or("Exact") {
+        "Exact" => Ok(HeaderMatch::Exact(name, header_value(&h.value)?)),
+        "RegularExpression" => Ok(HeaderMatch::Regex(name, regex(&h.value)?)),
+        other => Err(invalid(format!("unsupported header match type {other:?}"))),
+    }
+}
+
 fn header_modifier(m: &HeaderModifier) -> Result<HeaderModifierFilter, InvalidResource> {
     let pairs = |list: &Option<Vec<k8s_api::policy::http_route::HttpHeader>>| {
         list.iter()
@@ -244,7 +247,7 @@ fn header_modifier(m: &HeaderModifier) -> Result<HeaderModifierFilter, InvalidRe
     })
 }
 
-fn filter(f: &HttpRouteFilter) -> Result<Filter, InvalidResource> {
+pub(crate) fn filter(f: &HttpRouteFilter) -> Result<Filter, InvalidResource> {
     let missing = || invalid(format!("filter {} has no configuration", f.kind));
     match f.kind.as_str() {
         "RequestHeaderModifier" => f

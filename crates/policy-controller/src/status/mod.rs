@@ -1,12 +1,13 @@
-//! The HTTPRoute status writer: the policy controller accepts the inbound
-//! routes whose parent Server exists (and says `NoMatchingParent` for the
+//! The route status writer: the policy controller accepts the routes whose
+//! parent Server or Service exists (and says `NoMatchingParent` for the
 //! others) by writing `status.parents[]`, which is what attaches a route in
-//! the index.
+//! the indexes. Policy HTTPRoutes and Gateway HTTPRoutes and GRPCRoutes
+//! are handled; status entries of other controllers are left alone.
 //!
-//! - [`route_status`]: the pure computation (a route and the Servers of
-//!   its namespace → its desired status);
-//! - [`StatusIndex`]: the Servers and routes the writer needs, fed by the
-//!   same watches as the policy index;
+//! - [`route_status`]: the pure computation (a route, the Servers of its
+//!   namespace and the Services → its desired status);
+//! - [`StatusIndex`]: the Servers, Services and routes the writer needs,
+//!   fed by the same watches as the policy indexes;
 //! - [`lease`]: leader election through a `coordination.k8s.io/v1` Lease,
 //!   so only one replica writes;
 //! - [`writer`]: the thin async loop that patches the `status` subresource
@@ -17,83 +18,240 @@ pub mod writer;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use k8s_api::policy::{
-    HTTPRoute, HttpRouteStatus, Server,
-    http_route::{POLICY_CONTROLLER_NAME, ParentRef, RouteParentStatus},
+use k8s_api::{
+    gateway,
+    policy::{
+        HTTPRoute, HttpRouteStatus, Server,
+        http_route::{HttpBackendRef, POLICY_CONTROLLER_NAME, ParentRef, RouteParentStatus},
+    },
 };
 use k8s_index::ObjectKey;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::{
+    api::core::v1::Service,
+    apimachinery::pkg::apis::meta::v1::{Condition, Time},
+};
 use tokio::sync::watch;
 
 pub use self::{lease::LeaseParams, writer::StatusWriter};
-use crate::index::is_server_parent;
+use crate::index::{
+    is_server_parent,
+    outbound::{ServiceParent, routes::is_service_ref},
+};
 
 /// The condition type the index reads.
 pub const ACCEPTED: &str = "Accepted";
-/// The reason of `Accepted=False` when the parent Server does not exist.
+/// The condition type telling whether the backends exist.
+pub const RESOLVED_REFS: &str = "ResolvedRefs";
+/// The reason of `Accepted=False` when the parent does not exist.
 pub const NO_MATCHING_PARENT: &str = "NoMatchingParent";
+/// The reason of `Accepted=False` when a route of a preferred kind has the
+/// same parent (GRPCRoute over HTTPRoute).
+pub const ROUTE_CONFLICTED: &str = "RouteConflicted";
+/// The reason of `ResolvedRefs=False` when a backend Service is missing.
+pub const BACKEND_NOT_FOUND: &str = "BackendNotFound";
+/// The reason of `ResolvedRefs=False` for a backend of an unsupported kind.
+pub const INVALID_KIND: &str = "InvalidKind";
+
+/// The route kinds the writer handles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RouteKind {
+    /// `policy.linkerd.io` HTTPRoute.
+    PolicyHttp,
+    /// `gateway.networking.k8s.io` HTTPRoute.
+    GatewayHttp,
+    /// `gateway.networking.k8s.io` GRPCRoute.
+    Grpc,
+}
+
+/// A backend as the writer checks it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BackendTarget {
+    /// A Service, by namespace and name.
+    Service(String, String),
+    /// A backend of a kind we do not support.
+    Unknown,
+}
+
+/// A route as the status computation sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct RouteView<'a> {
+    /// The route's namespace.
+    pub ns: &'a str,
+    pub kind: RouteKind,
+    pub parent_refs: &'a [ParentRef],
+    pub backends: &'a [BackendTarget],
+    pub generation: Option<i64>,
+    pub current: Option<&'a HttpRouteStatus>,
+}
+
+/// What the status computation knows of the cluster.
+#[derive(Clone, Copy, Debug)]
+pub struct ClusterView<'a> {
+    /// Server names in the route's namespace.
+    pub servers: &'a BTreeSet<String>,
+    /// Services by (namespace, name): whether each can be a parent (it
+    /// has a ClusterIP and is not an ExternalName).
+    pub services: &'a HashMap<(String, String), bool>,
+    /// Service parents that some GRPCRoute names (HTTP routes on them are
+    /// conflicted).
+    pub grpc_parents: &'a BTreeSet<ServiceParent>,
+}
+
+fn condition(
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: String,
+) -> (String, String, String, String) {
+    let status = if status { "True" } else { "False" };
+    (
+        type_.to_string(),
+        status.to_string(),
+        reason.to_string(),
+        message,
+    )
+}
 
 /// The status a route should have: the entries of other controllers are
-/// kept as they are; ours are one per distinct Server parent in the route's
-/// namespace (`ns`), `Accepted=True` if `servers` has it, else
-/// `Accepted=False` with reason `NoMatchingParent`. A condition whose
-/// status did not change keeps its `lastTransitionTime`; new ones get
-/// `now`.
+/// kept as they are; ours are one per distinct Server parent in the
+/// route's namespace (`Accepted`, or `NoMatchingParent` when the Server is
+/// missing) and one per distinct Service parent (`Accepted`, unless the
+/// Service is missing or headless, `NoMatchingParent`, or a GRPCRoute has
+/// the same parent, `RouteConflicted`; plus `ResolvedRefs`, or
+/// `BackendNotFound` / `InvalidKind`). A condition whose status did not
+/// change keeps its `lastTransitionTime`; new ones get `now`.
 pub fn route_status(
-    ns: &str,
-    parent_refs: &[ParentRef],
-    generation: Option<i64>,
-    current: Option<&HttpRouteStatus>,
-    servers: &BTreeSet<String>,
+    route: &RouteView<'_>,
+    cluster: &ClusterView<'_>,
     now: &Time,
 ) -> HttpRouteStatus {
-    let current_parents = current.map(|s| s.parents.as_slice()).unwrap_or_default();
+    let ns = route.ns;
+    let current_parents = route
+        .current
+        .map(|s| s.parents.as_slice())
+        .unwrap_or_default();
     let mut parents: Vec<RouteParentStatus> = current_parents
         .iter()
         .filter(|p| p.controller_name != POLICY_CONTROLLER_NAME)
         .cloned()
         .collect();
+    let ours = |parent_ref: ParentRef, conditions: Vec<(String, String, String, String)>| {
+        let conditions = conditions
+            .into_iter()
+            .map(|(type_, status, reason, message)| {
+                let previous = current_parents
+                    .iter()
+                    .filter(|p| {
+                        p.controller_name == POLICY_CONTROLLER_NAME && p.parent_ref == parent_ref
+                    })
+                    .flat_map(|p| &p.conditions)
+                    .find(|c| c.type_ == type_ && c.status == status && c.reason == reason);
+                Condition {
+                    last_transition_time: previous
+                        .map_or_else(|| now.clone(), |c| c.last_transition_time.clone()),
+                    type_,
+                    status,
+                    reason,
+                    message,
+                    observed_generation: route.generation,
+                }
+            })
+            .collect();
+        RouteParentStatus {
+            parent_ref,
+            controller_name: POLICY_CONTROLLER_NAME.to_string(),
+            conditions,
+        }
+    };
     let mut seen = BTreeSet::new();
-    for parent in parent_refs {
+    for parent in route.parent_refs {
         let local = parent.namespace.as_deref().is_none_or(|n| n == ns);
         if !is_server_parent(parent) || !local || !seen.insert(parent.name.as_str()) {
             continue;
         }
-        let (status, reason, message) = if servers.contains(&parent.name) {
-            ("True", ACCEPTED, String::new())
+        let accepted = cluster.servers.contains(&parent.name);
+        let (reason, message) = if accepted {
+            (ACCEPTED, String::new())
         } else {
             (
-                "False",
                 NO_MATCHING_PARENT,
                 format!("Server {ns}/{} not found", parent.name),
             )
         };
-        let previous = current_parents
-            .iter()
-            .filter(|p| p.controller_name == POLICY_CONTROLLER_NAME && &p.parent_ref == parent)
-            .flat_map(|p| &p.conditions)
-            .find(|c| c.type_ == ACCEPTED && c.status == status);
-        parents.push(RouteParentStatus {
-            parent_ref: parent.clone(),
-            controller_name: POLICY_CONTROLLER_NAME.to_string(),
-            conditions: vec![Condition {
-                type_: ACCEPTED.to_string(),
-                status: status.to_string(),
-                reason: reason.to_string(),
-                message,
-                observed_generation: generation,
-                last_transition_time: previous
-                    .map_or_else(|| now.clone(), |c| c.last_transition_time.clone()),
-            }],
-        });
+        parents.push(ours(
+            parent.clone(),
+            vec![condition(ACCEPTED, accepted, reason, message)],
+        ));
+    }
+    let resolved = resolved_refs(route.backends, cluster);
+    let is_http = matches!(route.kind, RouteKind::PolicyHttp | RouteKind::GatewayHttp);
+    let service_parents = route
+        .parent_refs
+        .iter()
+        .filter(|p| is_service_ref(p.group.as_deref(), p.kind.as_deref()));
+    let mut seen = BTreeSet::new();
+    for parent in service_parents {
+        let sp = ServiceParent {
+            namespace: parent.namespace.clone().unwrap_or_else(|| ns.to_string()),
+            name: parent.name.clone(),
+            port: parent.port.and_then(std::num::NonZeroU16::new),
+        };
+        if !seen.insert(sp.clone()) {
+            continue;
+        }
+        let accepted = match cluster
+            .services
+            .get(&(sp.namespace.clone(), sp.name.clone()))
+        {
+            None => condition(ACCEPTED, false, NO_MATCHING_PARENT, String::new()),
+            Some(false) => condition(
+                ACCEPTED,
+                false,
+                NO_MATCHING_PARENT,
+                "parent service must have a ClusterIP".to_string(),
+            ),
+            Some(true) if is_http && cluster.grpc_parents.contains(&sp) => {
+                condition(ACCEPTED, false, ROUTE_CONFLICTED, String::new())
+            }
+            Some(true) => condition(ACCEPTED, true, ACCEPTED, String::new()),
+        };
+        let parent_ref = ParentRef {
+            group: Some("core".to_string()),
+            kind: Some("Service".to_string()),
+            namespace: Some(sp.namespace.clone()),
+            name: sp.name.clone(),
+            section_name: None,
+            port: sp.port.map(|p| p.get()),
+        };
+        parents.push(ours(parent_ref, vec![accepted, resolved.clone()]));
     }
     HttpRouteStatus { parents }
 }
 
-/// A route as the writer sees it.
+fn resolved_refs(
+    backends: &[BackendTarget],
+    cluster: &ClusterView<'_>,
+) -> (String, String, String, String) {
+    for backend in backends {
+        match backend {
+            BackendTarget::Unknown => {
+                return condition(RESOLVED_REFS, false, INVALID_KIND, String::new());
+            }
+            BackendTarget::Service(ns, name) => {
+                if !cluster.services.contains_key(&(ns.clone(), name.clone())) {
+                    return condition(RESOLVED_REFS, false, BACKEND_NOT_FOUND, String::new());
+                }
+            }
+        }
+    }
+    condition(RESOLVED_REFS, true, RESOLVED_REFS, String::new())
+}
+
+/// A route as the writer keeps it.
 #[derive(Clone, Debug, PartialEq)]
 struct RouteState {
     parents: Vec<ParentRef>,
+    backends: Vec<BackendTarget>,
     generation: Option<i64>,
     status: Option<HttpRouteStatus>,
 }
@@ -101,17 +259,23 @@ struct RouteState {
 /// A status to write.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StatusPatch {
+    pub kind: RouteKind,
     pub namespace: String,
     pub name: String,
     pub status: HttpRouteStatus,
 }
 
-/// Server names by namespace and the policy HTTPRoutes. Every change bumps
+/// Server names by namespace, Services, and the routes. Every change bumps
 /// a counter the writer waits on.
 #[derive(Debug)]
 pub struct StatusIndex {
+    /// Server names by namespace.
     servers: HashMap<String, BTreeSet<String>>,
-    routes: BTreeMap<(String, String), RouteState>,
+    /// Services: whether each can be a route parent.
+    services: HashMap<(String, String), bool>,
+    /// Routes by kind, namespace and name.
+    routes: BTreeMap<(RouteKind, String, String), RouteState>,
+    /// Bumped on every change.
     changes: watch::Sender<u64>,
 }
 
@@ -119,6 +283,7 @@ impl Default for StatusIndex {
     fn default() -> Self {
         Self {
             servers: HashMap::new(),
+            services: HashMap::new(),
             routes: BTreeMap::new(),
             changes: watch::Sender::new(0),
         }
@@ -131,7 +296,7 @@ impl StatusIndex {
         k8s_index::SharedIndex::new(parking_lot::RwLock::new(Self::default()))
     }
 
-    /// Changes whenever a Server or a route changes.
+    /// Changes whenever a Server, a Service or a route changes.
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.changes.subscribe()
     }
@@ -144,26 +309,57 @@ impl StatusIndex {
     /// the status to write.
     pub fn patches(&self, now: &Time) -> Vec<StatusPatch> {
         let no_servers = BTreeSet::new();
+        let grpc_parents: BTreeSet<ServiceParent> = self
+            .routes
+            .iter()
+            .filter(|((kind, _, _), _)| *kind == RouteKind::Grpc)
+            .flat_map(|((_, ns, _), r)| {
+                crate::index::outbound::routes::service_parents(&r.parents, ns)
+            })
+            .collect();
         self.routes
             .iter()
-            .filter_map(|((ns, name), route)| {
-                let servers = self.servers.get(ns).unwrap_or(&no_servers);
-                let desired = route_status(
+            .filter_map(|((kind, ns, name), route)| {
+                let view = RouteView {
                     ns,
-                    &route.parents,
-                    route.generation,
-                    route.status.as_ref(),
-                    servers,
-                    now,
-                );
+                    kind: *kind,
+                    parent_refs: &route.parents,
+                    backends: &route.backends,
+                    generation: route.generation,
+                    current: route.status.as_ref(),
+                };
+                let cluster = ClusterView {
+                    servers: self.servers.get(ns).unwrap_or(&no_servers),
+                    services: &self.services,
+                    grpc_parents: &grpc_parents,
+                };
+                let desired = route_status(&view, &cluster, now);
                 let current = route.status.clone().unwrap_or_default();
                 (desired != current).then(|| StatusPatch {
+                    kind: *kind,
                     namespace: ns.clone(),
                     name: name.clone(),
                     status: desired,
                 })
             })
             .collect()
+    }
+
+    fn set_route(&mut self, key: Option<(RouteKind, String, String)>, state: Option<RouteState>) {
+        let Some(key) = key else {
+            return;
+        };
+        let changed = match state {
+            Some(state) if self.routes.get(&key) != Some(&state) => {
+                self.routes.insert(key, state);
+                true
+            }
+            Some(_) => false,
+            None => self.routes.remove(&key).is_some(),
+        };
+        if changed {
+            self.changed();
+        }
     }
 }
 
@@ -196,30 +392,82 @@ impl k8s_index::Index<Server> for StatusIndex {
     }
 }
 
-impl k8s_index::Index<HTTPRoute> for StatusIndex {
-    fn apply(&mut self, route: HTTPRoute) {
-        let Some(key) = ObjectKey::of(&route).and_then(ns_name) else {
+impl k8s_index::Index<Service> for StatusIndex {
+    fn apply(&mut self, svc: Service) {
+        let Some(key) = ObjectKey::of(&svc).and_then(ns_name) else {
             return;
         };
-        let state = RouteState {
-            parents: route.spec.parent_refs.unwrap_or_default(),
-            generation: route.metadata.generation,
-            status: route.status,
-        };
-        if self.routes.get(&key) != Some(&state) {
-            self.routes.insert(key, state);
+        let spec = svc.spec.as_ref();
+        let has_cluster_ip = spec
+            .and_then(|s| s.cluster_ip.as_deref())
+            .is_some_and(|ip| !ip.is_empty() && !ip.eq_ignore_ascii_case("none"));
+        let external_name = spec.and_then(|s| s.type_.as_deref()) == Some("ExternalName");
+        let valid = has_cluster_ip && !external_name;
+        if self.services.insert(key, valid) != Some(valid) {
             self.changed();
         }
     }
 
     fn delete(&mut self, key: ObjectKey) {
         if let Some(key) = ns_name(key)
-            && self.routes.remove(&key).is_some()
+            && self.services.remove(&key).is_some()
         {
             self.changed();
         }
     }
 }
+
+fn backends<'a>(refs: impl Iterator<Item = &'a HttpBackendRef>, ns: &str) -> Vec<BackendTarget> {
+    refs.map(|b| {
+        if is_service_ref(
+            b.group.as_deref(),
+            Some(b.kind.as_deref().unwrap_or("Service")),
+        ) {
+            BackendTarget::Service(
+                b.namespace.clone().unwrap_or_else(|| ns.to_string()),
+                b.name.clone(),
+            )
+        } else {
+            BackendTarget::Unknown
+        }
+    })
+    .collect()
+}
+
+macro_rules! status_route {
+    ($ty:ty, $kind:expr) => {
+        impl k8s_index::Index<$ty> for StatusIndex {
+            fn apply(&mut self, route: $ty) {
+                let key = ObjectKey::of(&route)
+                    .and_then(ns_name)
+                    .map(|(ns, name)| ($kind, ns, name));
+                let ns = route.metadata.namespace.clone().unwrap_or_default();
+                let backend_refs = route
+                    .spec
+                    .rules
+                    .iter()
+                    .flatten()
+                    .flat_map(|r| r.backend_refs.iter().flatten());
+                let state = RouteState {
+                    backends: backends(backend_refs, &ns),
+                    parents: route.spec.parent_refs.unwrap_or_default(),
+                    generation: route.metadata.generation,
+                    status: route.status,
+                };
+                self.set_route(key, Some(state));
+            }
+
+            fn delete(&mut self, key: ObjectKey) {
+                let key = ns_name(key).map(|(ns, name)| ($kind, ns, name));
+                self.set_route(key, None);
+            }
+        }
+    };
+}
+
+status_route!(HTTPRoute, RouteKind::PolicyHttp);
+status_route!(gateway::HTTPRoute, RouteKind::GatewayHttp);
+status_route!(gateway::GRPCRoute, RouteKind::Grpc);
 
 #[cfg(test)]
 mod tests;

@@ -4,6 +4,7 @@ use k8s_index::{Index as _, ObjectKey};
 use serde_json::{Value, json};
 
 use super::*;
+use k8s_api::gateway;
 
 fn time(secs: i64) -> Time {
     Time(k8s_openapi::jiff::Timestamp::from_second(1_700_000_000 + secs).expect("time"))
@@ -19,6 +20,29 @@ fn server_parent(name: &str) -> ParentRef {
 
 fn servers(names: &[&str]) -> BTreeSet<String> {
     names.iter().map(|n| n.to_string()).collect()
+}
+
+/// The status of a policy HTTPRoute with only Server parents.
+fn server_route_status(
+    parents: &[ParentRef],
+    current: Option<&HttpRouteStatus>,
+    servers: &BTreeSet<String>,
+    now: &Time,
+) -> HttpRouteStatus {
+    let view = RouteView {
+        ns: "ns",
+        kind: RouteKind::PolicyHttp,
+        parent_refs: parents,
+        backends: &[],
+        generation: Some(1),
+        current,
+    };
+    let cluster = ClusterView {
+        servers,
+        services: &HashMap::new(),
+        grpc_parents: &BTreeSet::new(),
+    };
+    route_status(&view, &cluster, now)
 }
 
 fn ours(name: &str, status: &str, reason: &str, at: &Time) -> RouteParentStatus {
@@ -53,7 +77,7 @@ fn accepted_if_the_server_exists_else_no_matching_parent() {
             json!({"group": "policy.linkerd.io", "kind": "Server", "name": "x", "namespace": "other"}),
         ),
     ];
-    let status = route_status("ns", &parents, Some(1), None, &servers(&["web"]), &now);
+    let status = server_route_status(&parents, None, &servers(&["web"]), &now);
     assert_eq!(
         status.parents,
         vec![
@@ -82,14 +106,7 @@ fn keeps_other_controllers_and_unchanged_transition_times() {
     };
     let parents = [server_parent("web"), server_parent("other")];
     // Nothing changed: the same status, so nothing to write.
-    let same = route_status(
-        "ns",
-        &parents,
-        Some(1),
-        Some(&current),
-        &servers(&["web", "other"]),
-        &now,
-    );
+    let same = server_route_status(&parents, Some(&current), &servers(&["web", "other"]), &now);
     assert_eq!(
         same.parents,
         vec![
@@ -99,14 +116,7 @@ fn keeps_other_controllers_and_unchanged_transition_times() {
         ]
     );
     // "other" disappears: only its condition gets a new transition time.
-    let changed = route_status(
-        "ns",
-        &parents,
-        Some(1),
-        Some(&current),
-        &servers(&["web"]),
-        &now,
-    );
+    let changed = server_route_status(&parents, Some(&current), &servers(&["web"]), &now);
     assert_eq!(
         changed.parents,
         vec![
@@ -152,6 +162,7 @@ fn index_patches_only_routes_whose_status_differs() {
     assert_eq!(
         patches,
         vec![StatusPatch {
+            kind: RouteKind::PolicyHttp,
             namespace: "ns".into(),
             name: "api".into(),
             status: HttpRouteStatus {
@@ -183,5 +194,167 @@ fn index_patches_only_routes_whose_status_differs() {
     assert_eq!(
         index.patches(&later)[0].status.parents,
         vec![ours("web", "False", NO_MATCHING_PARENT, &later)]
+    );
+}
+
+fn service(name: &str, cluster_ip: &str) -> Service {
+    serde_json::from_value(json!({
+        "metadata": {"namespace": "ns", "name": name},
+        "spec": {"clusterIP": cluster_ip, "ports": [{"port": 80}]},
+    }))
+    .expect("service")
+}
+
+fn gateway_route(kind: &str, name: &str, parents: Value, backends: Value, status: Value) -> Value {
+    json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": kind,
+        "metadata": {"namespace": "ns", "name": name, "generation": 1},
+        "spec": {"parentRefs": parents, "rules": [{"backendRefs": backends}]},
+        "status": status,
+    })
+}
+
+fn service_status(
+    name: &str,
+    port: Option<u16>,
+    accepted: (&str, &str),
+    resolved: (&str, &str),
+    at: &Time,
+) -> RouteParentStatus {
+    let cond = |type_: &str, (status, reason): (&str, &str), message: &str| Condition {
+        type_: type_.into(),
+        status: status.into(),
+        reason: reason.into(),
+        message: message.into(),
+        observed_generation: Some(1),
+        last_transition_time: at.clone(),
+    };
+    let message = if accepted.1 == NO_MATCHING_PARENT && name == "headless" {
+        "parent service must have a ClusterIP"
+    } else {
+        ""
+    };
+    RouteParentStatus {
+        parent_ref: ParentRef {
+            group: Some("core".into()),
+            kind: Some("Service".into()),
+            namespace: Some("ns".into()),
+            name: name.into(),
+            section_name: None,
+            port,
+        },
+        controller_name: POLICY_CONTROLLER_NAME.into(),
+        conditions: vec![
+            cond(ACCEPTED, accepted, message),
+            cond(RESOLVED_REFS, resolved, ""),
+        ],
+    }
+}
+
+#[test]
+fn service_parents_accepted_resolved_and_conflicts() {
+    let now = time(0);
+    let mut index = StatusIndex::default();
+    index.apply(service("web", "10.0.0.1"));
+    index.apply(service("headless", "None"));
+    let theirs = json!({"parentRef": {"name": "gw"}, "controllerName": "example.com/gateway", "conditions": []});
+    let route: gateway::HTTPRoute = serde_json::from_value(gateway_route(
+        "HTTPRoute",
+        "h",
+        json!([{"kind": "Service", "name": "web", "port": 80}, {"kind": "Service", "name": "headless"}, {"kind": "Service", "name": "gone"}]),
+        json!([{"name": "web", "port": 80}, {"name": "missing", "port": 80}]),
+        json!({"parents": [theirs]}),
+    ))
+    .expect("route");
+    index.apply(route);
+    let patches = index.patches(&now);
+    assert_eq!(patches.len(), 1);
+    assert_eq!(patches[0].kind, RouteKind::GatewayHttp);
+    let parents = &patches[0].status.parents;
+    assert_eq!(
+        parents[0].controller_name, "example.com/gateway",
+        "other controllers' entries stay"
+    );
+    let not_found = ("False", BACKEND_NOT_FOUND);
+    assert_eq!(
+        parents[1..],
+        [
+            service_status("web", Some(80), ("True", ACCEPTED), not_found, &now),
+            service_status(
+                "headless",
+                None,
+                ("False", NO_MATCHING_PARENT),
+                not_found,
+                &now
+            ),
+            service_status("gone", None, ("False", NO_MATCHING_PARENT), not_found, &now),
+        ]
+    );
+    // A GRPCRoute on the same parent conflicts the HTTPRoute; its own
+    // backends all exist.
+    let grpc: gateway::GRPCRoute = serde_json::from_value(gateway_route(
+        "GRPCRoute",
+        "g",
+        json!([{"kind": "Service", "name": "web", "port": 80}]),
+        json!([{"name": "web", "port": 80}]),
+        json!({"parents": []}),
+    ))
+    .expect("grpc route");
+    index.apply(grpc);
+    let patches = index.patches(&now);
+    let grpc = patches
+        .iter()
+        .find(|p| p.kind == RouteKind::Grpc)
+        .expect("grpc patch");
+    assert_eq!(
+        grpc.status.parents,
+        [service_status(
+            "web",
+            Some(80),
+            ("True", ACCEPTED),
+            ("True", RESOLVED_REFS),
+            &now
+        )]
+    );
+    let http = patches
+        .iter()
+        .find(|p| p.kind == RouteKind::GatewayHttp)
+        .expect("http patch");
+    assert_eq!(
+        http.status.parents[1],
+        service_status(
+            "web",
+            Some(80),
+            ("False", ROUTE_CONFLICTED),
+            not_found,
+            &now
+        )
+    );
+}
+
+#[test]
+fn our_service_parent_entries_are_kept_when_unchanged() {
+    let before = time(0);
+    let mut index = StatusIndex::default();
+    index.apply(service("web", "10.0.0.1"));
+    let written = service_status(
+        "web",
+        None,
+        ("True", ACCEPTED),
+        ("True", RESOLVED_REFS),
+        &before,
+    );
+    let route: HTTPRoute = serde_json::from_value(json!({
+        "apiVersion": "policy.linkerd.io/v1beta3", "kind": "HTTPRoute",
+        "metadata": {"namespace": "ns", "name": "r", "generation": 1},
+        "spec": {"parentRefs": [{"kind": "Service", "group": "core", "name": "web"}]},
+        "status": {"parents": [written]},
+    }))
+    .expect("route");
+    index.apply(route);
+    assert_eq!(
+        index.patches(&time(60)),
+        vec![],
+        "nothing erased, nothing rewritten"
     );
 }

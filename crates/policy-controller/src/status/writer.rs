@@ -3,12 +3,12 @@
 //! status ([`super::route_status`]) differs from its current one. It runs
 //! after each Server or route change, when leadership is gained, and every
 //! [`RESYNC_INTERVAL`] (to retry failed patches). Nothing is written before
-//! both watches have synced, so a Server that is merely not listed yet is
+//! the watches have synced, so a parent that is merely not listed yet is
 //! never reported missing.
 
 use std::time::Duration;
 
-use k8s_api::policy::HTTPRoute;
+use k8s_api::{gateway, policy::HTTPRoute};
 use k8s_index::SharedIndex;
 use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
 use kube::{
@@ -19,7 +19,7 @@ use meridian_runtime::Shutdown;
 use serde_json::json;
 use tokio::sync::watch;
 
-use super::{StatusIndex, StatusPatch, lease::FIELD_MANAGER};
+use super::{RouteKind, StatusIndex, StatusPatch, lease::FIELD_MANAGER};
 use crate::metrics::StatusMetrics;
 
 /// How often the leader re-checks every route even without changes.
@@ -30,7 +30,8 @@ pub struct StatusWriter {
     pub client: kube::Client,
     pub index: SharedIndex<StatusIndex>,
     pub leader: watch::Receiver<bool>,
-    /// Signals that become `true` when the Server and route watches synced.
+    /// Signals that become `true` when the Server, Service and route
+    /// watches synced.
     pub synced: Vec<watch::Receiver<bool>>,
     /// `--patch-timeout-ms`.
     pub patch_timeout: Duration,
@@ -87,7 +88,21 @@ impl StatusWriter {
     }
 
     async fn write(&self, patch: &StatusPatch) -> Result<(), PatchError> {
-        let api: Api<HTTPRoute> = Api::namespaced(self.client.clone(), &patch.namespace);
+        match patch.kind {
+            RouteKind::PolicyHttp => self.write_kind::<HTTPRoute>(patch).await,
+            RouteKind::GatewayHttp => self.write_kind::<gateway::HTTPRoute>(patch).await,
+            RouteKind::Grpc => self.write_kind::<gateway::GRPCRoute>(patch).await,
+        }
+    }
+
+    async fn write_kind<K>(&self, patch: &StatusPatch) -> Result<(), PatchError>
+    where
+        K: kube::Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+    {
+        let api: Api<K> = Api::namespaced(self.client.clone(), &patch.namespace);
         let body = json!({ "status": patch.status });
         let params = PatchParams {
             field_manager: Some(FIELD_MANAGER.to_string()),

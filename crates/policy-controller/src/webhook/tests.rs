@@ -9,16 +9,20 @@ use crate::index::ClusterInfo;
 const NS: &str = "ns";
 
 fn request(kind: &str, spec: Value) -> AdmissionRequest {
+    request_in("policy.linkerd.io", kind, spec, json!({}))
+}
+
+fn request_in(group: &str, kind: &str, spec: Value, annotations: Value) -> AdmissionRequest {
     serde_json::from_value(json!({
         "uid": "u",
-        "kind": {"group": "policy.linkerd.io", "version": "v1", "kind": kind},
+        "kind": {"group": group, "version": "v1", "kind": kind},
         "name": "obj",
         "namespace": NS,
         "operation": "CREATE",
         "object": {
-            "apiVersion": "policy.linkerd.io/v1",
+            "apiVersion": format!("{group}/v1"),
             "kind": kind,
-            "metadata": {"name": "obj", "namespace": NS},
+            "metadata": {"name": "obj", "namespace": NS, "annotations": annotations},
             "spec": spec,
         },
     }))
@@ -367,5 +371,92 @@ fn other_kinds_and_deletes() {
     assert_eq!(
         PolicyValidator::new(ClusterInfo::default()).validate(&delete),
         Ok(())
+    );
+}
+
+fn gateway_verdict(kind: &str, spec: Value, annotations: Value) -> Result<(), String> {
+    PolicyValidator::new(ClusterInfo::default()).validate(&request_in(
+        "gateway.networking.k8s.io",
+        kind,
+        spec,
+        annotations,
+    ))
+}
+
+#[test]
+fn outbound_routes() {
+    let svc = json!({"group": "core", "kind": "Service", "name": "web", "port": 80});
+    let route = |rules: Value| json!({"parentRefs": [svc.clone()], "rules": rules});
+    let ok = route(json!([{
+        "matches": [{"path": {"type": "PathPrefix", "value": "/api"}}],
+        "backendRefs": [{"name": "api", "port": 8080, "weight": 2}],
+        "timeouts": {"request": "10s", "backendRequest": "2s"}
+    }]));
+    assert_eq!(gateway_verdict("HTTPRoute", ok.clone(), json!({})), Ok(()));
+    accepts("HTTPRoute", ok);
+    let cases = [
+        (
+            route(json!([{"filters": [{"type": "URLRewrite", "urlRewrite": {}}]}])),
+            json!({}),
+            "is invalid: unsupported filter \"URLRewrite\"",
+        ),
+        (
+            route(json!([{"backendRefs": [{"name": "api"}]}])),
+            json!({}),
+            "is invalid: backend Service api needs a non-zero port",
+        ),
+        (
+            route(json!([{}])),
+            json!({"retry.linkerd.io/http": "7xx"}),
+            "is invalid: retry.linkerd.io/http: invalid retry condition \"7xx\"",
+        ),
+        (
+            route(json!([{}])),
+            json!({"timeout.linkerd.io/request": "5"}),
+            "is invalid: timeout.linkerd.io/request: \"5\" has no unit (ms, s, m, h or d)",
+        ),
+        (
+            route(json!([{"timeouts": {"request": "1s", "backendRequest": "2s"}}])),
+            json!({}),
+            "is invalid: backendRequest timeout 2s exceeds the request timeout 1s",
+        ),
+    ];
+    for (spec, annotations, message) in cases {
+        assert_eq!(
+            gateway_verdict("HTTPRoute", spec.clone(), annotations),
+            Err(format!("HTTPRoute \"{NS}/obj\" {message}")),
+            "{spec}"
+        );
+    }
+    // The policy HTTPRoute on a Service is held to the same rules.
+    rejects(
+        "HTTPRoute",
+        route(json!([{"timeouts": {"request": "-1s"}}])),
+        "is invalid: request timeout \"-1s\" is negative",
+    );
+    let grpc = |m: Value| json!({"parentRefs": [svc.clone()], "rules": [{"matches": [m]}]});
+    assert_eq!(
+        gateway_verdict(
+            "GRPCRoute",
+            grpc(json!({"method": {"service": "a.B"}})),
+            json!({})
+        ),
+        Ok(())
+    );
+    assert_eq!(
+        gateway_verdict(
+            "GRPCRoute",
+            grpc(json!({"method": {"type": "RegularExpression", "service": "a.*"}})),
+            json!({})
+        ),
+        Err(format!(
+            "GRPCRoute \"{NS}/obj\" is invalid: unsupported GRPCRoute method match type \"RegularExpression\""
+        ))
+    );
+    assert_eq!(
+        gateway_verdict("Gateway", json!({}), json!({})),
+        Err(format!(
+            "Gateway \"{NS}/obj\" is not a kind this webhook validates"
+        ))
     );
 }

@@ -1,0 +1,54 @@
+//! Linkerd's label and annotation names, defined once for every crate.
+
+/// The label of meshed pods: the namespace of their control plane.
+pub const CONTROL_PLANE_NS: &str = "linkerd.io/control-plane-ns";
+
+/// Pod or Service annotation listing opaque ports (`"25,587,3000-3010"`).
+pub const OPAQUE_PORTS: &str = "config.linkerd.io/opaque-ports";
+/// Pod annotation naming the default inbound policy.
+pub const DEFAULT_INBOUND_POLICY: &str = "config.linkerd.io/default-inbound-policy";
+/// Pod annotation listing ports whose default policy requires identity.
+pub const REQUIRE_IDENTITY_INBOUND_PORTS: &str =
+    "config.linkerd.io/proxy-require-identity-inbound-ports";
+
+/// Service annotation turning on failure accrual (`consecutive`).
+pub const FAILURE_ACCRUAL: &str = "balancer.linkerd.io/failure-accrual";
+/// Consecutive failures before an endpoint is ejected (default 7).
+pub const FAILURE_ACCRUAL_MAX_FAILURES: &str =
+    "balancer.linkerd.io/failure-accrual-consecutive-max-failures";
+/// Longest ejection (default 1m).
+pub const FAILURE_ACCRUAL_MAX_PENALTY: &str =
+    "balancer.linkerd.io/failure-accrual-consecutive-max-penalty";
+/// Shortest ejection (default 1s).
+pub const FAILURE_ACCRUAL_MIN_PENALTY: &str =
+    "balancer.linkerd.io/failure-accrual-consecutive-min-penalty";
+/// Jitter of the ejection backoff (default 0.5).
+pub const FAILURE_ACCRUAL_JITTER_RATIO: &str =
+    "balancer.linkerd.io/failure-accrual-consecutive-jitter-ratio";
+
+/// Route or Service annotation: request timeout.
+pub const TIMEOUT_REQUEST: &str = "timeout.linkerd.io/request";
+/// Route or Service annotation: response timeout.
+pub const TIMEOUT_RESPONSE: &str = "timeout.linkerd.io/response";
+/// Route or Service annotation: idle timeout.
+pub const TIMEOUT_IDLE: &str = "timeout.linkerd.io/idle";
+
+/// Route or Service annotation: maximum retries.
+pub const RETRY_LIMIT: &str = "retry.linkerd.io/limit";
+/// Route or Service annotation: timeout of each retried attempt.
+pub const RETRY_TIMEOUT: &str = "retry.linkerd.io/timeout";
+/// Route or Service annotation: HTTP statuses to retry (`5xx,gateway-error,429,500-504`).
+pub const RETRY_HTTP: &str = "retry.linkerd.io/http";
+/// Route or Service annotation: gRPC statuses to retry (`cancelled,unavailable,…`).
+pub const RETRY_GRPC: &str = "retry.linkerd.io/grpc";
+
+/// Every annotation that configures outbound timeouts and retries.
+pub const TIMEOUT_AND_RETRY: [&str; 7] = [
+    TIMEOUT_REQUEST,
+    TIMEOUT_RESPONSE,
+    TIMEOUT_IDLE,
+    RETRY_LIMIT,
+    RETRY_TIMEOUT,
+    RETRY_HTTP,
+    RETRY_GRPC,
+];

@@ -1,0 +1,337 @@
+//! The thin tonic layer of `io.linkerd.proxy.outbound.OutboundPolicies`
+//! (`Get`, `Watch`) over any [`DiscoverOutboundPolicy`]: validates the
+//! request, resolves the target (a Service by ClusterIP or by
+//! `<svc>.<ns>.svc[.<cluster-domain>][:port]`, an undeclared port, an
+//! egress address), and answers with [`super::outbound_convert`].
+//! [`OutboundPolicyRouter`] answers `Watch` with exactly-sized frames (the
+//! `grpc-stream` crate), as `WatchPort` is.
+
+use std::{future::Future, net::IpAddr, num::NonZeroU16, pin::Pin, sync::Arc, task::Poll};
+
+use futures::{Stream, StreamExt};
+use grpc_stream::{FrameStream, encode_frame};
+use linkerd2_proxy_api::outbound::{
+    self as proto,
+    outbound_policies_server::{OutboundPolicies, OutboundPoliciesServer},
+    traffic_spec,
+};
+use meridian_runtime::Shutdown;
+use tokio_stream::wrappers::WatchStream;
+use tonic::server::NamedService;
+
+use super::{
+    Workload,
+    outbound_convert::{egress_fallback, to_outbound_policy, undefined_port},
+};
+use crate::{
+    core::outbound::{DiscoverOutboundPolicy, OutboundLookupError, OutboundTarget, ServiceTarget},
+    metrics::GrpcMetrics,
+};
+
+const GET: &str = "Get";
+const WATCH: &str = "Watch";
+const WATCH_PATH: &str = "/io.linkerd.proxy.outbound.OutboundPolicies/Watch";
+
+/// The outbound policy service.
+pub struct OutboundPolicyServer<D> {
+    discover: D,
+    /// `--cluster-domain`, for authorities.
+    cluster_domain: Arc<str>,
+    /// `--allow-l5d-request-headers`.
+    allow_l5d_request_headers: bool,
+    shutdown: Shutdown,
+    metrics: GrpcMetrics,
+}
+
+type PolicyStream =
+    Pin<Box<dyn Stream<Item = Result<proto::OutboundPolicy, tonic::Status>> + Send>>;
+
+impl<D: DiscoverOutboundPolicy> OutboundPolicyServer<D> {
+    /// Streams end (with `OK`) when `shutdown` is requested.
+    pub fn new(
+        discover: D,
+        cluster_domain: &str,
+        allow_l5d_request_headers: bool,
+        shutdown: Shutdown,
+        metrics: GrpcMetrics,
+    ) -> Self {
+        Self {
+            discover,
+            cluster_domain: cluster_domain.into(),
+            allow_l5d_request_headers,
+            shutdown,
+            metrics,
+        }
+    }
+
+    /// The tonic service.
+    pub fn svc(self) -> OutboundPoliciesServer<Self> {
+        OutboundPoliciesServer::new(self)
+    }
+
+    /// Resolves a request to a target.
+    fn target(&self, spec: proto::TrafficSpec) -> Result<OutboundTarget, tonic::Status> {
+        let target = spec
+            .target
+            .ok_or_else(|| tonic::Status::invalid_argument("target is required"))?;
+        let source_namespace = match spec.source_workload.parse::<Workload>() {
+            Ok(Workload::Pod { namespace, .. } | Workload::External { namespace, .. }) => namespace,
+            Err(e) => {
+                return Err(tonic::Status::invalid_argument(format!(
+                    "invalid source_workload: {e}"
+                )));
+            }
+        };
+        match target {
+            traffic_spec::Target::Authority(authority) => {
+                let (namespace, name, port) = parse_authority(&authority, &self.cluster_domain)?;
+                Ok(OutboundTarget::Service(ServiceTarget {
+                    namespace,
+                    name,
+                    port,
+                    source_namespace,
+                }))
+            }
+            traffic_spec::Target::Addr(addr) => {
+                let port = u16::try_from(addr.port)
+                    .map_err(|_| tonic::Status::invalid_argument("port outside valid range"))?;
+                let port = NonZeroU16::new(port)
+                    .ok_or_else(|| tonic::Status::invalid_argument("port cannot be zero"))?;
+                let ip: IpAddr = addr
+                    .ip
+                    .ok_or_else(|| {
+                        tonic::Status::invalid_argument("traffic target must have an IP")
+                    })?
+                    .try_into()
+                    .map_err(|e| {
+                        tonic::Status::invalid_argument(format!("failed to parse target addr: {e}"))
+                    })?;
+                self.discover
+                    .lookup_ip(ip, port, &source_namespace)
+                    .ok_or_else(|| tonic::Status::not_found("No such service"))
+            }
+        }
+    }
+
+    fn watch_service(
+        &self,
+        target: &ServiceTarget,
+    ) -> Result<
+        tokio::sync::watch::Receiver<Arc<crate::core::outbound::OutboundPolicy>>,
+        tonic::Status,
+    > {
+        self.discover.watch_outbound_policy(target).map_err(
+            |OutboundLookupError::UnknownService| {
+                tonic::Status::not_found(format!(
+                    "unknown target: Service {}/{} not found",
+                    target.namespace, target.name
+                ))
+            },
+        )
+    }
+
+    fn record<T>(&self, method: &'static str, result: &Result<T, tonic::Status>) {
+        let code = result
+            .as_ref()
+            .map_or_else(|s| s.code(), |_| tonic::Code::Ok);
+        self.metrics.request(method, code);
+    }
+
+    fn get_policy(&self, spec: proto::TrafficSpec) -> Result<proto::OutboundPolicy, tonic::Status> {
+        let result = self.target(spec).and_then(|target| match target {
+            OutboundTarget::Service(target) => {
+                let rx = self.watch_service(&target)?;
+                let policy = rx.borrow().clone();
+                Ok(to_outbound_policy(&policy, self.allow_l5d_request_headers))
+            }
+            OutboundTarget::UndefinedPort {
+                namespace,
+                name,
+                port,
+            } => Ok(undefined_port(&namespace, &name, port.get())),
+            OutboundTarget::Egress(addr) => Ok(egress_fallback(addr)),
+        });
+        self.record(GET, &result);
+        result
+    }
+
+    /// The messages of one `Watch` stream: the current policy, then one per
+    /// change; it ends on shutdown.
+    fn watch(
+        &self,
+        spec: proto::TrafficSpec,
+    ) -> Result<impl Stream<Item = proto::OutboundPolicy> + Send + use<D>, tonic::Status> {
+        let result = self.target(spec).and_then(|target| {
+            Ok(match target {
+                OutboundTarget::Service(target) => {
+                    let allow = self.allow_l5d_request_headers;
+                    let rx = self.watch_service(&target)?;
+                    WatchStream::new(rx)
+                        .map(move |policy| to_outbound_policy(&policy, allow))
+                        .boxed()
+                }
+                // Fixed answers: sent once, the stream then stays open.
+                OutboundTarget::UndefinedPort {
+                    namespace,
+                    name,
+                    port,
+                } => futures::stream::once(futures::future::ready(undefined_port(
+                    &namespace,
+                    &name,
+                    port.get(),
+                )))
+                .chain(futures::stream::pending())
+                .boxed(),
+                OutboundTarget::Egress(addr) => {
+                    futures::stream::once(futures::future::ready(egress_fallback(addr)))
+                        .chain(futures::stream::pending())
+                        .boxed()
+                }
+            })
+        });
+        self.record(WATCH, &result);
+        let stream = result?;
+        let metrics = self.metrics.clone();
+        let guard = metrics.stream_opened(WATCH);
+        Ok(stream
+            .map(move |policy| {
+                // Keep the guard alive as long as the stream.
+                let _ = &guard;
+                metrics.message_sent(WATCH);
+                policy
+            })
+            .take_until(self.shutdown.clone().requested()))
+    }
+
+    fn watch_frames(&self, spec: proto::TrafficSpec) -> Result<FrameStream, tonic::Status> {
+        let stream = self.watch(spec)?.map(|policy| Ok(encode_frame(&policy)));
+        Ok(Box::pin(stream))
+    }
+}
+
+/// Parses `<svc>.<ns>.svc[.<cluster-domain>][.][:port]` (port 80 when
+/// absent). An unparsable authority is `InvalidArgument`; a name of
+/// another form is `NotFound`, as in the original (proxies then fall back).
+pub fn parse_authority(
+    authority: &str,
+    cluster_domain: &str,
+) -> Result<(String, String, NonZeroU16), tonic::Status> {
+    let auth: http::uri::Authority = authority.parse().map_err(|e| {
+        tonic::Status::invalid_argument(format!("invalid authority {authority:?}: {e}"))
+    })?;
+    let host = auth.host().trim_end_matches('.');
+    if host.is_empty() {
+        return Err(tonic::Status::invalid_argument(
+            "authority must have a host",
+        ));
+    }
+    let not_found = || {
+        tonic::Status::not_found(format!(
+            "authority must be of the form <name>.<namespace>.svc.{cluster_domain}"
+        ))
+    };
+    let mut parts = host.splitn(4, '.');
+    let (Some(name), Some(namespace), Some("svc")) = (parts.next(), parts.next(), parts.next())
+    else {
+        return Err(not_found());
+    };
+    if name.is_empty() || namespace.is_empty() {
+        return Err(not_found());
+    }
+    if let Some(domain) = parts.next()
+        && !domain.eq_ignore_ascii_case(cluster_domain.trim_end_matches('.'))
+    {
+        return Err(not_found());
+    }
+    let port = match auth.port_u16() {
+        None => NonZeroU16::new(80).ok_or_else(|| tonic::Status::internal("port 80"))?,
+        Some(p) => NonZeroU16::new(p)
+            .ok_or_else(|| tonic::Status::invalid_argument("port cannot be zero"))?,
+    };
+    Ok((namespace.to_string(), name.to_string(), port))
+}
+
+#[tonic::async_trait]
+impl<D: DiscoverOutboundPolicy> OutboundPolicies for OutboundPolicyServer<D> {
+    async fn get(
+        &self,
+        req: tonic::Request<proto::TrafficSpec>,
+    ) -> Result<tonic::Response<proto::OutboundPolicy>, tonic::Status> {
+        let policy = self.get_policy(req.into_inner())?;
+        self.metrics.message_sent(GET);
+        Ok(tonic::Response::new(policy))
+    }
+
+    type WatchStream = PolicyStream;
+
+    async fn watch(
+        &self,
+        req: tonic::Request<proto::TrafficSpec>,
+    ) -> Result<tonic::Response<PolicyStream>, tonic::Status> {
+        let stream = OutboundPolicyServer::watch(self, req.into_inner())?.map(Ok);
+        Ok(tonic::Response::new(Box::pin(stream)))
+    }
+}
+
+/// The gRPC service registered with the server: `Watch` is answered with
+/// framed bodies (an idle stream holds no encode buffer); `Get` goes to
+/// the generated server.
+pub struct OutboundPolicyRouter<D> {
+    server: Arc<OutboundPolicyServer<D>>,
+    generated: OutboundPoliciesServer<OutboundPolicyServer<D>>,
+}
+
+impl<D> Clone for OutboundPolicyRouter<D> {
+    fn clone(&self) -> Self {
+        Self {
+            server: self.server.clone(),
+            generated: self.generated.clone(),
+        }
+    }
+}
+
+impl<D: DiscoverOutboundPolicy> OutboundPolicyRouter<D> {
+    pub fn new(server: OutboundPolicyServer<D>) -> Self {
+        let server = Arc::new(server);
+        Self {
+            generated: OutboundPoliciesServer::from_arc(server.clone()),
+            server,
+        }
+    }
+}
+
+impl<D> NamedService for OutboundPolicyRouter<D> {
+    const NAME: &'static str = "io.linkerd.proxy.outbound.OutboundPolicies";
+}
+
+impl<D: DiscoverOutboundPolicy> tower::Service<http::Request<tonic::body::Body>>
+    for OutboundPolicyRouter<D>
+{
+    type Response = http::Response<tonic::body::Body>;
+    type Error = std::convert::Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut std::task::Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
+        if request.uri().path() != WATCH_PATH {
+            let mut generated = self.generated.clone();
+            return Box::pin(async move { generated.call(request).await });
+        }
+        let server = self.server.clone();
+        Box::pin(async move {
+            Ok(
+                grpc_stream::serve_streaming(request, |spec: proto::TrafficSpec| {
+                    server.watch_frames(spec)
+                })
+                .await,
+            )
+        })
+    }
+}
+
+#[cfg(test)]
+#[path = "outbound_tests.rs"]
+mod tests;

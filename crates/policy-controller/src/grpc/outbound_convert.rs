@@ -1,0 +1,666 @@
+//! Conversion of an [`OutboundPolicy`] (and of the egress-fallback and
+//! undefined-port answers) into the proxy API's `OutboundPolicy`, field for
+//! field as the original encodes them: the protocol chosen from the port's
+//! `appProtocol` and the attached route kinds, the default backend
+//! balancing over `Destination.Get`, routes in creation-then-name order,
+//! Service-wide timeouts and retries for rules without their own, and a
+//! failure-injecting backend for a backend that cannot be used.
+
+use std::{net::SocketAddr, time::Duration};
+
+use linkerd2_proxy_api::{
+    destination, grpc_route as grpc_proto, http_route as route_proto,
+    meta::{Metadata, Resource, metadata},
+    opaque_route,
+    outbound::{self as proto, backend, proxy_protocol},
+};
+
+use super::convert::{
+    host_match, redirect, request_header_modifier, response_header_modifier, route_match,
+};
+use crate::core::{
+    outbound::{
+        AppProtocol, Backend, FailureAccrual, GrpcRetryCondition, GrpcRoute, GrpcRouteMatch,
+        HttpRetryCondition, HttpRoute, OutboundPolicy, RouteId, RouteRetry, RouteTimeouts,
+        WeightedService, ordered,
+    },
+    routes::{Filter, HeaderMatch},
+};
+
+/// The protocol detection timeout sent with `Detect`.
+const DETECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// PeakEWMA defaults.
+const DEFAULT_RTT: Duration = Duration::from_millis(30);
+const RTT_DECAY: Duration = Duration::from_secs(10);
+/// Backend queue.
+const QUEUE_CAPACITY: u32 = 100;
+const QUEUE_FAILFAST: Duration = Duration::from_secs(3);
+/// Retry settings the original always sends.
+const RETRY_MAX_REQUEST_BYTES: u32 = 64 * 1024;
+const RETRY_MIN_BACKOFF: Duration = Duration::from_millis(25);
+const RETRY_MAX_BACKOFF: Duration = Duration::from_millis(250);
+
+fn duration(d: Duration) -> Option<prost_types::Duration> {
+    prost_types::Duration::try_from(d).ok()
+}
+
+fn default_meta(name: &str) -> Option<Metadata> {
+    Some(Metadata {
+        kind: Some(metadata::Kind::Default(name.to_string())),
+    })
+}
+
+fn service_meta(namespace: &str, name: &str, port: u16) -> Metadata {
+    Metadata {
+        kind: Some(metadata::Kind::Resource(Resource {
+            group: "core".to_string(),
+            kind: "Service".to_string(),
+            name: name.to_string(),
+            namespace: namespace.to_string(),
+            section: String::new(),
+            port: u32::from(port),
+        })),
+    }
+}
+
+fn queue() -> proto::Queue {
+    proto::Queue {
+        capacity: QUEUE_CAPACITY,
+        failfast_timeout: duration(QUEUE_FAILFAST),
+    }
+}
+
+fn peak_ewma() -> backend::balance_p2c::Load {
+    backend::balance_p2c::Load::PeakEwma(backend::balance_p2c::PeakEwma {
+        default_rtt: duration(DEFAULT_RTT),
+        decay: duration(RTT_DECAY),
+    })
+}
+
+fn balancer(meta: Metadata, path: &str) -> proto::Backend {
+    proto::Backend {
+        metadata: Some(meta),
+        queue: Some(queue()),
+        kind: Some(backend::Kind::Balancer(backend::BalanceP2c {
+            discovery: Some(backend::EndpointDiscovery {
+                kind: Some(backend::endpoint_discovery::Kind::Dst(
+                    backend::endpoint_discovery::DestinationGet {
+                        path: path.to_string(),
+                    },
+                )),
+            }),
+            load: Some(peak_ewma()),
+        })),
+    }
+}
+
+/// The proxy API view of `policy`.
+pub fn to_outbound_policy(
+    policy: &OutboundPolicy,
+    allow_l5d_request_headers: bool,
+) -> proto::OutboundPolicy {
+    let default_backend = balancer(
+        service_meta(&policy.namespace, &policy.name, policy.port.get()),
+        &policy.authority,
+    );
+    let accrual = policy.accrual.map(failure_accrual);
+    let http = |routes: &std::collections::BTreeMap<RouteId, HttpRoute>| {
+        let mut list: Vec<_> = ordered(routes)
+            .into_iter()
+            .map(|(id, r)| http_route(id, r, policy, &default_backend, allow_l5d_request_headers))
+            .collect();
+        if list.is_empty() {
+            list.push(default_http_route(policy, &default_backend));
+        }
+        list
+    };
+    let grpc = || {
+        proxy_protocol::Kind::Grpc(proxy_protocol::Grpc {
+            routes: ordered(&policy.grpc_routes)
+                .into_iter()
+                .map(|(id, r)| {
+                    grpc_route(id, r, policy, &default_backend, allow_l5d_request_headers)
+                })
+                .collect(),
+            failure_accrual: accrual,
+        })
+    };
+    let kind = match &policy.app_protocol {
+        Some(AppProtocol::Http1) => proxy_protocol::Kind::Http1(proxy_protocol::Http1 {
+            routes: http(&policy.http_routes),
+            failure_accrual: accrual,
+        }),
+        Some(AppProtocol::Http2) if !policy.grpc_routes.is_empty() => grpc(),
+        Some(AppProtocol::Http2) => proxy_protocol::Kind::Http2(proxy_protocol::Http2 {
+            routes: http(&policy.http_routes),
+            failure_accrual: accrual,
+        }),
+        Some(AppProtocol::Opaque | AppProtocol::Unknown(_)) => {
+            proxy_protocol::Kind::Opaque(proxy_protocol::Opaque {
+                routes: vec![opaque_route(default_backend.clone())],
+            })
+        }
+        None if !policy.grpc_routes.is_empty() => grpc(),
+        None => {
+            let routes = http(&policy.http_routes);
+            proxy_protocol::Kind::Detect(proxy_protocol::Detect {
+                timeout: duration(DETECT_TIMEOUT),
+                opaque: Some(proxy_protocol::Opaque {
+                    routes: vec![opaque_route(default_backend.clone())],
+                }),
+                http1: Some(proxy_protocol::Http1 {
+                    routes: routes.clone(),
+                    failure_accrual: accrual,
+                }),
+                http2: Some(proxy_protocol::Http2 {
+                    routes,
+                    failure_accrual: accrual,
+                }),
+            })
+        }
+    };
+    proto::OutboundPolicy {
+        metadata: Some(service_meta(
+            &policy.namespace,
+            &policy.name,
+            policy.port.get(),
+        )),
+        protocol: Some(proto::ProxyProtocol { kind: Some(kind) }),
+    }
+}
+
+fn failure_accrual(accrual: FailureAccrual) -> proto::FailureAccrual {
+    let FailureAccrual::Consecutive {
+        max_failures,
+        backoff,
+    } = accrual;
+    proto::FailureAccrual {
+        kind: Some(proto::failure_accrual::Kind::ConsecutiveFailures(
+            proto::failure_accrual::ConsecutiveFailures {
+                max_failures,
+                backoff: Some(proto::ExponentialBackoff {
+                    min_backoff: duration(backoff.min_penalty),
+                    max_backoff: duration(backoff.max_penalty),
+                    jitter_ratio: backoff.jitter,
+                    respect_retry_after_hint: false,
+                }),
+            },
+        )),
+        ejection: None,
+    }
+}
+
+/// `Default("opaq")`: everything to the default backend.
+fn opaque_route(backend: proto::Backend) -> proto::OpaqueRoute {
+    proto::OpaqueRoute {
+        metadata: default_meta("opaq"),
+        rules: vec![proto::opaque_route::Rule {
+            backends: Some(proto::opaque_route::Distribution {
+                kind: Some(proto::opaque_route::distribution::Kind::FirstAvailable(
+                    proto::opaque_route::distribution::FirstAvailable {
+                        backends: vec![proto::opaque_route::RouteBackend {
+                            backend: Some(backend),
+                            filters: Vec::new(),
+                        }],
+                    },
+                )),
+            }),
+            filters: Vec::new(),
+        }],
+    }
+}
+
+#[allow(deprecated)] // `request_timeout` is still sent, for older proxies.
+fn default_http_route(policy: &OutboundPolicy, backend: &proto::Backend) -> proto::HttpRoute {
+    proto::HttpRoute {
+        metadata: default_meta("http"),
+        hosts: Vec::new(),
+        rules: vec![proto::http_route::Rule {
+            matches: vec![route_proto::HttpRouteMatch {
+                path: Some(route_proto::PathMatch {
+                    kind: Some(route_proto::path_match::Kind::Prefix("/".to_string())),
+                }),
+                ..Default::default()
+            }],
+            filters: Vec::new(),
+            backends: Some(proto::http_route::Distribution {
+                kind: Some(proto::http_route::distribution::Kind::FirstAvailable(
+                    proto::http_route::distribution::FirstAvailable {
+                        backends: vec![proto::http_route::RouteBackend {
+                            backend: Some(backend.clone()),
+                            ..Default::default()
+                        }],
+                    },
+                )),
+            }),
+            request_timeout: policy.timeouts.request.and_then(duration),
+            timeouts: Some(timeouts(&policy.timeouts)),
+            retry: policy.http_retry.as_ref().map(http_retry),
+            allow_l5d_request_headers: false,
+        }],
+    }
+}
+
+fn route_meta(id: &RouteId) -> Option<Metadata> {
+    Some(Metadata {
+        kind: Some(metadata::Kind::Resource(Resource {
+            group: id.group.clone(),
+            kind: id.kind.clone(),
+            namespace: id.namespace.clone(),
+            name: id.name.clone(),
+            ..Default::default()
+        })),
+    })
+}
+
+fn timeouts(t: &RouteTimeouts) -> route_proto::Timeouts {
+    route_proto::Timeouts {
+        request: t.request.and_then(duration),
+        idle: t.idle.and_then(duration),
+        response: t.response.and_then(duration),
+    }
+}
+
+fn retry_backoff() -> Option<proto::ExponentialBackoff> {
+    Some(proto::ExponentialBackoff {
+        min_backoff: duration(RETRY_MIN_BACKOFF),
+        max_backoff: duration(RETRY_MAX_BACKOFF),
+        jitter_ratio: 1.0,
+        respect_retry_after_hint: false,
+    })
+}
+
+fn http_retry(r: &RouteRetry<HttpRetryCondition>) -> proto::http_route::Retry {
+    proto::http_route::Retry {
+        max_retries: u32::from(r.limit),
+        max_request_bytes: RETRY_MAX_REQUEST_BYTES,
+        conditions: Some(proto::http_route::retry::Conditions {
+            status_ranges: r
+                .conditions
+                .iter()
+                .flatten()
+                .map(|c| proto::http_route::retry::conditions::StatusRange {
+                    start: c.status_min,
+                    end: c.status_max,
+                })
+                .collect(),
+        }),
+        timeout: r.timeout.and_then(duration),
+        backoff: retry_backoff(),
+    }
+}
+
+fn grpc_retry(r: &RouteRetry<GrpcRetryCondition>) -> proto::grpc_route::Retry {
+    let mut conditions = proto::grpc_route::retry::Conditions::default();
+    for c in r.conditions.iter().flatten() {
+        match c {
+            GrpcRetryCondition::Cancelled => conditions.cancelled = true,
+            GrpcRetryCondition::DeadlineExceeded => conditions.deadine_exceeded = true,
+            GrpcRetryCondition::ResourceExhausted => conditions.resource_exhausted = true,
+            GrpcRetryCondition::Internal => conditions.internal = true,
+            GrpcRetryCondition::Unavailable => conditions.unavailable = true,
+        }
+    }
+    proto::grpc_route::Retry {
+        max_retries: u32::from(r.limit),
+        max_request_bytes: RETRY_MAX_REQUEST_BYTES,
+        conditions: Some(conditions),
+        timeout: r.timeout.and_then(duration),
+        backoff: retry_backoff(),
+    }
+}
+
+fn http_filter(f: &Filter) -> proto::http_route::Filter {
+    use proto::http_route::filter::Kind;
+    proto::http_route::Filter {
+        kind: Some(match f {
+            Filter::RequestHeaderModifier(m) => {
+                Kind::RequestHeaderModifier(request_header_modifier(m))
+            }
+            Filter::ResponseHeaderModifier(m) => {
+                Kind::ResponseHeaderModifier(response_header_modifier(m))
+            }
+            Filter::RequestRedirect(r) => Kind::Redirect(redirect(r)),
+        }),
+    }
+}
+
+/// gRPC routes carry request header modifiers only (others are dropped).
+fn grpc_filter(f: &Filter) -> Option<proto::grpc_route::Filter> {
+    match f {
+        Filter::RequestHeaderModifier(m) => Some(proto::grpc_route::Filter {
+            kind: Some(proto::grpc_route::filter::Kind::RequestHeaderModifier(
+                request_header_modifier(m),
+            )),
+        }),
+        Filter::ResponseHeaderModifier(_) | Filter::RequestRedirect(_) => None,
+    }
+}
+
+/// A backend that exists, or the metadata and failure message of one that
+/// cannot be used.
+enum Resolved<'a> {
+    Usable(&'a WeightedService),
+    Failing { meta: Metadata, message: String },
+}
+
+fn resolve(b: &Backend) -> (u32, Resolved<'_>) {
+    match b {
+        Backend::Service(svc) if svc.exists => (svc.weight, Resolved::Usable(svc)),
+        Backend::Service(svc) => (
+            svc.weight,
+            Resolved::Failing {
+                meta: service_meta(&svc.namespace, &svc.name, svc.port.get()),
+                message: format!("Service not found {}", svc.name),
+            },
+        ),
+        Backend::Invalid { weight, message } => (
+            *weight,
+            Resolved::Failing {
+                meta: Metadata {
+                    kind: Some(metadata::Kind::Default("invalid".to_string())),
+                },
+                message: message.clone(),
+            },
+        ),
+    }
+}
+
+fn failing_backend(meta: Metadata) -> proto::Backend {
+    proto::Backend {
+        metadata: Some(meta),
+        queue: Some(queue()),
+        kind: None,
+    }
+}
+
+fn usable_backend(svc: &WeightedService) -> proto::Backend {
+    balancer(
+        service_meta(&svc.namespace, &svc.name, svc.port.get()),
+        &svc.authority,
+    )
+}
+
+#[allow(deprecated)] // `request_timeout` is still sent, for older proxies.
+fn http_route(
+    id: &RouteId,
+    route: &HttpRoute,
+    policy: &OutboundPolicy,
+    default_backend: &proto::Backend,
+    allow_l5d_request_headers: bool,
+) -> proto::HttpRoute {
+    use proto::http_route::{Distribution, RouteBackend, WeightedRouteBackend, distribution};
+    let rules = route
+        .rules
+        .iter()
+        .map(|rule| {
+            let backends: Vec<_> = rule
+                .backends
+                .iter()
+                .map(|b| {
+                    let (weight, resolved) = resolve(b);
+                    let backend = match resolved {
+                        Resolved::Usable(svc) => RouteBackend {
+                            backend: Some(usable_backend(svc)),
+                            filters: svc.filters.iter().map(http_filter).collect(),
+                            ..Default::default()
+                        },
+                        Resolved::Failing { meta, message } => RouteBackend {
+                            backend: Some(failing_backend(meta)),
+                            filters: vec![proto::http_route::Filter {
+                                kind: Some(proto::http_route::filter::Kind::FailureInjector(
+                                    route_proto::HttpFailureInjector {
+                                        status: 500,
+                                        message,
+                                        ratio: None,
+                                    },
+                                )),
+                            }],
+                            ..Default::default()
+                        },
+                    };
+                    WeightedRouteBackend {
+                        backend: Some(backend),
+                        weight,
+                    }
+                })
+                .collect();
+            let distribution = if backends.is_empty() {
+                distribution::Kind::FirstAvailable(distribution::FirstAvailable {
+                    backends: vec![RouteBackend {
+                        backend: Some(default_backend.clone()),
+                        ..Default::default()
+                    }],
+                })
+            } else {
+                distribution::Kind::RandomAvailable(distribution::RandomAvailable { backends })
+            };
+            let rule_timeouts = if rule.timeouts == RouteTimeouts::default() {
+                &policy.timeouts
+            } else {
+                &rule.timeouts
+            };
+            let retry = rule.retry.as_ref().or(policy.http_retry.as_ref());
+            proto::http_route::Rule {
+                matches: rule.matches.iter().map(route_match).collect(),
+                filters: rule.filters.iter().map(http_filter).collect(),
+                backends: Some(Distribution {
+                    kind: Some(distribution),
+                }),
+                request_timeout: rule_timeouts.request.and_then(duration),
+                timeouts: Some(timeouts(rule_timeouts)),
+                retry: retry.map(http_retry),
+                allow_l5d_request_headers,
+            }
+        })
+        .collect();
+    proto::HttpRoute {
+        metadata: route_meta(id),
+        hosts: route.hostnames.iter().map(host_match).collect(),
+        rules,
+    }
+}
+
+fn grpc_match(m: &GrpcRouteMatch) -> grpc_proto::GrpcRouteMatch {
+    grpc_proto::GrpcRouteMatch {
+        rpc: m.method.as_ref().map(|m| grpc_proto::GrpcRpcMatch {
+            service: m.service.clone().unwrap_or_default(),
+            method: m.method.clone().unwrap_or_default(),
+        }),
+        headers: m
+            .headers
+            .iter()
+            .map(|h| match h {
+                HeaderMatch::Exact(name, value) => route_proto::HeaderMatch {
+                    name: name.clone(),
+                    value: Some(route_proto::header_match::Value::Exact(
+                        value.as_bytes().to_vec(),
+                    )),
+                },
+                HeaderMatch::Regex(name, re) => route_proto::HeaderMatch {
+                    name: name.clone(),
+                    value: Some(route_proto::header_match::Value::Regex(re.clone())),
+                },
+            })
+            .collect(),
+    }
+}
+
+#[allow(deprecated)] // `request_timeout` is still sent, for older proxies.
+fn grpc_route(
+    id: &RouteId,
+    route: &GrpcRoute,
+    policy: &OutboundPolicy,
+    default_backend: &proto::Backend,
+    allow_l5d_request_headers: bool,
+) -> proto::GrpcRoute {
+    use proto::grpc_route::{Distribution, RouteBackend, WeightedRouteBackend, distribution};
+    let rules = route
+        .rules
+        .iter()
+        .map(|rule| {
+            let backends: Vec<_> = rule
+                .backends
+                .iter()
+                .map(|b| {
+                    let (weight, resolved) = resolve(b);
+                    let backend = match resolved {
+                        Resolved::Usable(svc) => RouteBackend {
+                            backend: Some(usable_backend(svc)),
+                            filters: svc.filters.iter().filter_map(grpc_filter).collect(),
+                            ..Default::default()
+                        },
+                        Resolved::Failing { meta, message } => RouteBackend {
+                            backend: Some(failing_backend(meta)),
+                            filters: vec![proto::grpc_route::Filter {
+                                kind: Some(proto::grpc_route::filter::Kind::FailureInjector(
+                                    grpc_proto::GrpcFailureInjector {
+                                        code: 500,
+                                        message,
+                                        ratio: None,
+                                    },
+                                )),
+                            }],
+                            ..Default::default()
+                        },
+                    };
+                    WeightedRouteBackend {
+                        backend: Some(backend),
+                        weight,
+                    }
+                })
+                .collect();
+            let distribution = if backends.is_empty() {
+                distribution::Kind::FirstAvailable(distribution::FirstAvailable {
+                    backends: vec![RouteBackend {
+                        backend: Some(default_backend.clone()),
+                        ..Default::default()
+                    }],
+                })
+            } else {
+                distribution::Kind::RandomAvailable(distribution::RandomAvailable { backends })
+            };
+            let rule_timeouts = if rule.timeouts == RouteTimeouts::default() {
+                &policy.timeouts
+            } else {
+                &rule.timeouts
+            };
+            let retry = rule.retry.as_ref().or(policy.grpc_retry.as_ref());
+            proto::grpc_route::Rule {
+                matches: rule.matches.iter().map(grpc_match).collect(),
+                filters: rule.filters.iter().filter_map(grpc_filter).collect(),
+                backends: Some(Distribution {
+                    kind: Some(distribution),
+                }),
+                request_timeout: rule_timeouts.request.and_then(duration),
+                timeouts: Some(timeouts(rule_timeouts)),
+                retry: retry.map(grpc_retry),
+                allow_l5d_request_headers,
+            }
+        })
+        .collect();
+    proto::GrpcRoute {
+        metadata: route_meta(id),
+        hosts: route.hostnames.iter().map(host_match).collect(),
+        rules,
+    }
+}
+
+/// `egress-fallback`: an address outside the cluster, forwarded as is
+/// (Detect; opaque, HTTP/1 and HTTP/2 all go to the original address).
+pub fn egress_fallback(original_dst: SocketAddr) -> proto::OutboundPolicy {
+    let meta = default_meta("egress-fallback");
+    let backend = proto::Backend {
+        metadata: meta.clone(),
+        queue: Some(queue()),
+        kind: Some(backend::Kind::Forward(destination::WeightedAddr {
+            addr: Some(original_dst.into()),
+            weight: 1,
+            ..Default::default()
+        })),
+    };
+    let opaque = proxy_protocol::Opaque {
+        routes: vec![proto::OpaqueRoute {
+            metadata: meta.clone(),
+            rules: vec![proto::opaque_route::Rule {
+                backends: Some(proto::opaque_route::Distribution {
+                    kind: Some(proto::opaque_route::distribution::Kind::FirstAvailable(
+                        proto::opaque_route::distribution::FirstAvailable {
+                            backends: vec![proto::opaque_route::RouteBackend {
+                                backend: Some(backend.clone()),
+                                filters: Vec::new(),
+                            }],
+                        },
+                    )),
+                }),
+                filters: Vec::new(),
+            }],
+        }],
+    };
+    let http_routes = vec![proto::HttpRoute {
+        metadata: meta.clone(),
+        hosts: Vec::new(),
+        rules: vec![proto::http_route::Rule {
+            matches: vec![route_proto::HttpRouteMatch::default()],
+            backends: Some(proto::http_route::Distribution {
+                kind: Some(proto::http_route::distribution::Kind::FirstAvailable(
+                    proto::http_route::distribution::FirstAvailable {
+                        backends: vec![proto::http_route::RouteBackend {
+                            backend: Some(backend),
+                            ..Default::default()
+                        }],
+                    },
+                )),
+            }),
+            ..Default::default()
+        }],
+    }];
+    proto::OutboundPolicy {
+        metadata: meta,
+        protocol: Some(proto::ProxyProtocol {
+            kind: Some(proxy_protocol::Kind::Detect(proxy_protocol::Detect {
+                timeout: duration(DETECT_TIMEOUT),
+                opaque: Some(opaque),
+                http1: Some(proxy_protocol::Http1 {
+                    routes: http_routes.clone(),
+                    failure_accrual: None,
+                }),
+                http2: Some(proxy_protocol::Http2 {
+                    routes: http_routes,
+                    failure_accrual: None,
+                }),
+            })),
+        }),
+    }
+}
+
+/// `undefined-port`: a ClusterIP on a port the Service does not declare
+/// (opaque, no backends, forbidden).
+pub fn undefined_port(namespace: &str, name: &str, port: u16) -> proto::OutboundPolicy {
+    proto::OutboundPolicy {
+        metadata: Some(service_meta(namespace, name, port)),
+        protocol: Some(proto::ProxyProtocol {
+            kind: Some(proxy_protocol::Kind::Opaque(proxy_protocol::Opaque {
+                routes: vec![proto::OpaqueRoute {
+                    metadata: default_meta("undefined-port"),
+                    rules: vec![proto::opaque_route::Rule {
+                        backends: Some(proto::opaque_route::Distribution {
+                            kind: Some(proto::opaque_route::distribution::Kind::Empty(
+                                proto::opaque_route::distribution::Empty {},
+                            )),
+                        }),
+                        filters: vec![proto::opaque_route::Filter {
+                            kind: Some(proto::opaque_route::filter::Kind::Forbidden(
+                                opaque_route::Forbidden {},
+                            )),
+                        }],
+                    }],
+                }],
+            })),
+        }),
+    }
+}
+
+#[cfg(test)]
+#[path = "outbound_convert_tests.rs"]
+mod tests;

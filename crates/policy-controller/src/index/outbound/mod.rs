@@ -1,0 +1,487 @@
+//! The outbound policy index: a synchronous (`&mut self`) view of Services
+//! and the routes attached to them that publishes, for each Service port
+//! and client namespace somebody asked about, an [`OutboundPolicy`] on a
+//! `tokio::sync::watch` channel.
+//!
+//! Every mutation names the Services it touched (a Service itself, the
+//! parents of a route, the parents of routes whose backend appeared or
+//! went away); only their watches are recomputed, and a watch is only
+//! notified when its policy really changed. Watches nobody holds any more
+//! are dropped when their Service is next recomputed.
+
+pub mod annotations;
+pub mod routes;
+pub mod service;
+#[cfg(test)]
+mod tests;
+
+use std::{
+    collections::{BTreeSet, HashMap},
+    net::IpAddr,
+    num::NonZeroU16,
+    sync::Arc,
+};
+
+use ipnet::IpNet;
+use k8s_api::{gateway, policy};
+use k8s_index::{ObjectKey, SharedIndex};
+use k8s_openapi::api::core::v1::Service;
+use tokio::sync::watch;
+
+pub use self::{
+    routes::{AnyRoute, OutboundBinding, ServiceParent},
+    service::ServiceInfo,
+};
+use crate::{
+    core::{
+        PortSet,
+        outbound::{
+            Backend, DiscoverOutboundPolicy, OutboundLookupError, OutboundPolicy, OutboundTarget,
+            RouteId, ServiceTarget, service_authority,
+        },
+    },
+    metrics::OutboundIndexMetrics,
+};
+
+/// Cluster-wide settings of the outbound index, from flags.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutboundCluster {
+    /// `--cluster-networks`: addresses outside are egress.
+    pub networks: Vec<IpNet>,
+    /// `--cluster-domain`.
+    pub cluster_domain: String,
+    /// `--default-opaque-ports`.
+    pub default_opaque_ports: PortSet,
+}
+
+/// A Service by namespace and name.
+type ServiceKey = (String, String);
+
+/// The watches of one Service: by (port, client namespace).
+type PortWatches = HashMap<(NonZeroU16, String), watch::Sender<Arc<OutboundPolicy>>>;
+
+/// The outbound policy index.
+#[derive(Debug)]
+pub struct OutboundIndex {
+    /// Flags.
+    cluster: OutboundCluster,
+    /// Known Services.
+    services: HashMap<ServiceKey, ServiceInfo>,
+    /// ClusterIP → Service.
+    by_ip: HashMap<IpAddr, ServiceKey>,
+    /// Every route with at least one accepted Service parent.
+    routes: HashMap<RouteId, OutboundBinding>,
+    /// Routes by the Services they attach to.
+    routes_by_parent: HashMap<ServiceKey, BTreeSet<RouteId>>,
+    /// Published policies.
+    watches: HashMap<ServiceKey, PortWatches>,
+    /// Sizes, reported after every change.
+    metrics: Option<OutboundIndexMetrics>,
+}
+
+/// Counts for metrics and tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OutboundStats {
+    pub services: usize,
+    pub routes: usize,
+    pub watches: usize,
+}
+
+impl OutboundIndex {
+    pub fn new(cluster: OutboundCluster) -> Self {
+        Self {
+            cluster,
+            services: HashMap::new(),
+            by_ip: HashMap::new(),
+            routes: HashMap::new(),
+            routes_by_parent: HashMap::new(),
+            watches: HashMap::new(),
+            metrics: None,
+        }
+    }
+
+    /// A new index behind the lock all watches and lookups share.
+    pub fn shared(cluster: OutboundCluster) -> SharedIndex<Self> {
+        SharedIndex::new(parking_lot::RwLock::new(Self::new(cluster)))
+    }
+
+    /// Reports sizes to `metrics` after every change.
+    pub fn set_metrics(&mut self, metrics: OutboundIndexMetrics) {
+        self.metrics = Some(metrics);
+        self.report();
+    }
+
+    pub fn stats(&self) -> OutboundStats {
+        OutboundStats {
+            services: self.services.len(),
+            routes: self.routes.len(),
+            watches: self.watches.values().map(HashMap::len).sum(),
+        }
+    }
+
+    fn report(&self) {
+        if let Some(m) = &self.metrics {
+            m.report(self.stats());
+        }
+    }
+
+    /// What an address is (see [`DiscoverOutboundPolicy::lookup_ip`]).
+    pub fn lookup_ip(
+        &self,
+        addr: IpAddr,
+        port: NonZeroU16,
+        source_namespace: &str,
+    ) -> Option<OutboundTarget> {
+        if let Some((namespace, name)) = self.by_ip.get(&addr) {
+            let declared = self
+                .services
+                .get(&(namespace.clone(), name.clone()))
+                .is_some_and(|s| s.ports.contains(&port));
+            return Some(if declared {
+                OutboundTarget::Service(ServiceTarget {
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                    port,
+                    source_namespace: source_namespace.to_string(),
+                })
+            } else {
+                OutboundTarget::UndefinedPort {
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                    port,
+                }
+            });
+        }
+        if !self.cluster.networks.iter().any(|n| n.contains(&addr)) {
+            return Some(OutboundTarget::Egress(std::net::SocketAddr::new(
+                addr,
+                port.get(),
+            )));
+        }
+        None
+    }
+
+    /// A receiver of the policy of a Service port for clients of
+    /// `target.source_namespace`.
+    pub fn policy_rx(
+        &mut self,
+        target: &ServiceTarget,
+    ) -> Result<watch::Receiver<Arc<OutboundPolicy>>, OutboundLookupError> {
+        let key = (target.namespace.clone(), target.name.clone());
+        let policy = self
+            .policy(&key, target.port, &target.source_namespace)
+            .ok_or(OutboundLookupError::UnknownService)?;
+        let rx = self
+            .watches
+            .entry(key)
+            .or_default()
+            .entry((target.port, target.source_namespace.clone()))
+            .or_insert_with(|| watch::Sender::new(Arc::new(policy)))
+            .subscribe();
+        self.report();
+        Ok(rx)
+    }
+
+    /// The policy of a Service port for clients of `source_ns` (`None`:
+    /// no such Service).
+    fn policy(
+        &self,
+        key: &ServiceKey,
+        port: NonZeroU16,
+        source_ns: &str,
+    ) -> Option<OutboundPolicy> {
+        let svc = self.services.get(key)?;
+        let (namespace, name) = key;
+        let mut policy = OutboundPolicy {
+            namespace: namespace.clone(),
+            name: name.clone(),
+            port,
+            authority: service_authority(name, namespace, &self.cluster.cluster_domain, port),
+            app_protocol: svc.app_protocols.get(&port).cloned(),
+            accrual: svc.accrual,
+            http_retry: svc.http_retry.clone(),
+            grpc_retry: svc.grpc_retry.clone(),
+            timeouts: svc.timeouts.clone(),
+            http_routes: Default::default(),
+            grpc_routes: Default::default(),
+        };
+        for id in self.routes_by_parent.get(key).into_iter().flatten() {
+            let Some(binding) = self.routes.get(id) else {
+                continue;
+            };
+            // Producer routes (the Service's namespace) apply to every
+            // client; consumer routes only to clients of their namespace.
+            if id.namespace != *namespace && id.namespace != source_ns {
+                continue;
+            }
+            let attached = binding.parents.iter().any(|p| {
+                p.namespace == *namespace && p.name == *name && p.port.is_none_or(|p| p == port)
+            });
+            if !attached {
+                continue;
+            }
+            match &binding.route {
+                AnyRoute::Http(route) => {
+                    let mut route = route.clone();
+                    for rule in &mut route.rules {
+                        self.resolve_backends(&mut rule.backends);
+                    }
+                    policy.http_routes.insert(id.clone(), route);
+                }
+                AnyRoute::Grpc(route) => {
+                    let mut route = route.clone();
+                    for rule in &mut route.rules {
+                        self.resolve_backends(&mut rule.backends);
+                    }
+                    policy.grpc_routes.insert(id.clone(), route);
+                }
+            }
+        }
+        Some(policy)
+    }
+
+    fn resolve_backends(&self, backends: &mut [Backend]) {
+        for backend in backends {
+            if let Backend::Service(svc) = backend {
+                svc.exists = self
+                    .services
+                    .contains_key(&(svc.namespace.clone(), svc.name.clone()));
+            }
+        }
+    }
+
+    /// Recomputes the watches of `services`, notifying those whose policy
+    /// changed, and drops the watches nobody holds.
+    fn publish(&mut self, services: BTreeSet<ServiceKey>) {
+        for key in services {
+            let Some(watches) = self.watches.get(&key) else {
+                continue;
+            };
+            let mut stale = Vec::new();
+            for ((port, source_ns), tx) in watches {
+                if tx.receiver_count() == 0 {
+                    stale.push((*port, source_ns.clone()));
+                    continue;
+                }
+                // A deleted Service keeps its last policy until it returns.
+                let Some(policy) = self.policy(&key, *port, source_ns) else {
+                    continue;
+                };
+                tx.send_if_modified(|current| {
+                    let changed = **current != policy;
+                    if changed {
+                        *current = Arc::new(policy);
+                    }
+                    changed
+                });
+            }
+            if let Some(watches) = self.watches.get_mut(&key) {
+                for k in stale {
+                    watches.remove(&k);
+                }
+                if watches.is_empty() {
+                    self.watches.remove(&key);
+                }
+            }
+        }
+        self.report();
+    }
+
+    /// The parents of the routes with a backend in `key`.
+    fn parents_of_routes_to(&self, key: &ServiceKey) -> BTreeSet<ServiceKey> {
+        let targets = |backends: &[Backend]| {
+            backends.iter().any(
+                |b| matches!(b, Backend::Service(s) if s.namespace == key.0 && s.name == key.1),
+            )
+        };
+        self.routes
+            .values()
+            .filter(|b| match &b.route {
+                AnyRoute::Http(r) => r.rules.iter().any(|rule| targets(&rule.backends)),
+                AnyRoute::Grpc(r) => r.rules.iter().any(|rule| targets(&rule.backends)),
+            })
+            .flat_map(|b| &b.parents)
+            .map(|p| (p.namespace.clone(), p.name.clone()))
+            .collect()
+    }
+
+    fn upsert_service(&mut self, key: ServiceKey, info: ServiceInfo) -> BTreeSet<ServiceKey> {
+        if self.services.get(&key) == Some(&info) {
+            return BTreeSet::new();
+        }
+        let existed = self.services.contains_key(&key);
+        self.by_ip.retain(|_, k| *k != key);
+        for ip in &info.cluster_ips {
+            self.by_ip.insert(*ip, key.clone());
+        }
+        self.services.insert(key.clone(), info);
+        let mut touched = if existed {
+            BTreeSet::new()
+        } else {
+            self.parents_of_routes_to(&key)
+        };
+        touched.insert(key);
+        touched
+    }
+
+    fn remove_service(&mut self, key: ServiceKey) -> BTreeSet<ServiceKey> {
+        if self.services.remove(&key).is_none() {
+            return BTreeSet::new();
+        }
+        self.by_ip.retain(|_, k| *k != key);
+        self.parents_of_routes_to(&key)
+    }
+
+    fn set_route(&mut self, id: RouteId, binding: Option<OutboundBinding>) -> BTreeSet<ServiceKey> {
+        // Routes no Service accepted are not kept.
+        let binding = binding.filter(|b| !b.parents.is_empty());
+        if self.routes.get(&id) == binding.as_ref() {
+            return BTreeSet::new();
+        }
+        let mut touched = BTreeSet::new();
+        if let Some(old) = self.routes.remove(&id) {
+            for p in old.parents {
+                let key = (p.namespace, p.name);
+                if let Some(ids) = self.routes_by_parent.get_mut(&key) {
+                    ids.remove(&id);
+                    if ids.is_empty() {
+                        self.routes_by_parent.remove(&key);
+                    }
+                }
+                touched.insert(key);
+            }
+        }
+        if let Some(new) = binding {
+            for p in &new.parents {
+                let key = (p.namespace.clone(), p.name.clone());
+                self.routes_by_parent
+                    .entry(key.clone())
+                    .or_default()
+                    .insert(id.clone());
+                touched.insert(key);
+            }
+            self.routes.insert(id, new);
+        }
+        touched
+    }
+}
+
+// === impl k8s_index::Index ===
+
+/// A kind the outbound index reacts to.
+trait OutboundIndexed: kube::Resource + Sized {
+    /// Applies the object without publishing; returns the touched Services.
+    fn upsert(index: &mut OutboundIndex, obj: Self) -> BTreeSet<ServiceKey>;
+    /// Removes the object without publishing.
+    fn remove(index: &mut OutboundIndex, ns: String, name: String) -> BTreeSet<ServiceKey>;
+}
+
+impl<K: OutboundIndexed> k8s_index::Index<K> for OutboundIndex {
+    fn apply(&mut self, obj: K) {
+        let touched = K::upsert(self, obj);
+        self.publish(touched);
+    }
+
+    fn delete(&mut self, key: ObjectKey) {
+        if let Some(ns) = key.namespace {
+            let touched = K::remove(self, ns, key.name);
+            self.publish(touched);
+        }
+    }
+
+    fn reset(&mut self, objects: Vec<K>, removed: Vec<ObjectKey>) {
+        let mut touched = BTreeSet::new();
+        for key in removed {
+            if let Some(ns) = key.namespace {
+                touched.extend(K::remove(self, ns, key.name));
+            }
+        }
+        for obj in objects {
+            touched.extend(K::upsert(self, obj));
+        }
+        self.publish(touched);
+    }
+}
+
+impl OutboundIndexed for Service {
+    fn upsert(index: &mut OutboundIndex, svc: Self) -> BTreeSet<ServiceKey> {
+        let (Some(ns), Some(name)) = (svc.metadata.namespace.clone(), svc.metadata.name.clone())
+        else {
+            return BTreeSet::new();
+        };
+        let info = ServiceInfo::from_service(&svc, &index.cluster.default_opaque_ports);
+        index.upsert_service((ns, name), info)
+    }
+
+    fn remove(index: &mut OutboundIndex, ns: String, name: String) -> BTreeSet<ServiceKey> {
+        index.remove_service((ns, name))
+    }
+}
+
+fn warn_invalid(kind: &str, id: &RouteId, error: &crate::index::InvalidResource) {
+    tracing::warn!(%kind, ns = %id.namespace, name = %id.name, %error, "ignoring invalid route");
+}
+
+macro_rules! route_kind {
+    ($ty:ty, $group:expr, $kind:expr, $convert:path) => {
+        impl OutboundIndexed for $ty {
+            fn upsert(index: &mut OutboundIndex, route: Self) -> BTreeSet<ServiceKey> {
+                let id = routes::route_id($group, $kind, &route.metadata);
+                let binding = $convert(&route, &index.cluster.cluster_domain)
+                    .map_err(|e| warn_invalid($kind, &id, &e))
+                    .ok();
+                index.set_route(id, binding)
+            }
+
+            fn remove(index: &mut OutboundIndex, ns: String, name: String) -> BTreeSet<ServiceKey> {
+                let id = RouteId {
+                    group: $group.to_string(),
+                    kind: $kind.to_string(),
+                    namespace: ns,
+                    name,
+                };
+                index.set_route(id, None)
+            }
+        }
+    };
+}
+
+route_kind!(
+    policy::HTTPRoute,
+    policy::GROUP,
+    "HTTPRoute",
+    routes::policy_http_binding
+);
+route_kind!(
+    gateway::HTTPRoute,
+    gateway::GROUP,
+    gateway::HTTPRoute::KIND,
+    routes::gateway_http_binding
+);
+route_kind!(
+    gateway::GRPCRoute,
+    gateway::GROUP,
+    gateway::GRPCRoute::KIND,
+    routes::grpc_binding
+);
+
+// === impl DiscoverOutboundPolicy ===
+
+impl DiscoverOutboundPolicy for SharedIndex<OutboundIndex> {
+    fn lookup_ip(
+        &self,
+        addr: IpAddr,
+        port: NonZeroU16,
+        source_namespace: &str,
+    ) -> Option<OutboundTarget> {
+        self.read().lookup_ip(addr, port, source_namespace)
+    }
+
+    fn watch_outbound_policy(
+        &self,
+        target: &ServiceTarget,
+    ) -> Result<watch::Receiver<Arc<OutboundPolicy>>, OutboundLookupError> {
+        // The write lock: a lookup may create the watch.
+        self.write().policy_rx(target)
+    }
+}

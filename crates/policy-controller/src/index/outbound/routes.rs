@@ -1,0 +1,451 @@
+//! Route resources as the outbound index uses them: the Service parents
+//! they name, which of those our status writer accepted, and the route
+//! itself (matches and filters through the same conversions as inbound
+//! routes, plus backends, timeouts and retries). Policy HTTPRoutes,
+//! Gateway HTTPRoutes and GRPCRoutes are all converted here; the
+//! conversions are public so the admission webhook refuses exactly what
+//! the index would ignore.
+
+use std::{collections::BTreeSet, num::NonZeroU16, time::Duration, time::SystemTime};
+
+use k8s_api::{
+    gateway::{self, GrpcRouteRule, GrpcRouteSpec},
+    policy::{
+        self,
+        http_route::{
+            HttpBackendRef, HttpRouteFilter, HttpRouteRule, HttpRouteSpec, HttpRouteStatus,
+            POLICY_CONTROLLER_NAME, ParentRef,
+        },
+    },
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use super::annotations::{self, Annotations};
+use crate::{
+    core::{
+        outbound::{
+            Backend, GrpcMethodMatch, GrpcRoute, GrpcRouteMatch, HttpRoute, OutboundRoute,
+            OutboundRule, RouteId, RouteRetry, RouteTimeouts, WeightedService, service_authority,
+        },
+        routes::{Filter, host_match},
+    },
+    index::{
+        InvalidResource,
+        routes::{filter, header_match, invalid, route_match},
+    },
+};
+
+/// A Service (port) a route attaches to.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ServiceParent {
+    pub namespace: String,
+    pub name: String,
+    /// `None`: every port of the Service.
+    pub port: Option<NonZeroU16>,
+}
+
+/// A converted route of either protocol.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AnyRoute {
+    Http(HttpRoute),
+    Grpc(GrpcRoute),
+}
+
+/// A route with its Service parents.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutboundBinding {
+    /// Service parents from `parentRefs` that our controller accepted.
+    pub parents: BTreeSet<ServiceParent>,
+    pub route: AnyRoute,
+}
+
+/// Whether a parent (or backend) reference names a core Service.
+pub fn is_service_ref(group: Option<&str>, kind: Option<&str>) -> bool {
+    group.is_none_or(|g| g.is_empty() || g.eq_ignore_ascii_case("core"))
+        && kind.is_some_and(|k| k.eq_ignore_ascii_case("Service"))
+}
+
+/// The Service parents a route names.
+pub fn service_parents<'a>(
+    parents: impl IntoIterator<Item = &'a ParentRef>,
+    route_ns: &str,
+) -> BTreeSet<ServiceParent> {
+    parents
+        .into_iter()
+        .filter(|p| is_service_ref(p.group.as_deref(), p.kind.as_deref()))
+        .map(|p| ServiceParent {
+            namespace: p.namespace.clone().unwrap_or_else(|| route_ns.to_string()),
+            name: p.name.clone(),
+            port: p.port.and_then(NonZeroU16::new),
+        })
+        .collect()
+}
+
+/// The Service parents a status says our controller accepted.
+fn accepted_parents(status: Option<&HttpRouteStatus>, route_ns: &str) -> BTreeSet<ServiceParent> {
+    let accepted = status
+        .iter()
+        .flat_map(|s| &s.parents)
+        .filter(|p| p.controller_name == POLICY_CONTROLLER_NAME)
+        .filter(|p| {
+            p.conditions
+                .iter()
+                .any(|c| c.type_ == "Accepted" && c.status == "True")
+        })
+        .map(|p| &p.parent_ref);
+    service_parents(accepted, route_ns)
+}
+
+fn attached(
+    spec_parents: Option<&Vec<ParentRef>>,
+    status: Option<&HttpRouteStatus>,
+    ns: &str,
+) -> BTreeSet<ServiceParent> {
+    let accepted = accepted_parents(status, ns);
+    service_parents(spec_parents.into_iter().flatten(), ns)
+        .into_iter()
+        .filter(|p| {
+            accepted.iter().any(|a| {
+                a.namespace == p.namespace
+                    && a.name == p.name
+                    && (a.port.is_none() || a.port == p.port)
+            })
+        })
+        .collect()
+}
+
+fn created_at(meta: &ObjectMeta) -> Option<SystemTime> {
+    meta.creation_timestamp
+        .as_ref()
+        .map(|t| SystemTime::from(t.0))
+}
+
+fn object_annotations(meta: &ObjectMeta) -> Annotations {
+    meta.annotations.clone().unwrap_or_default()
+}
+
+/// The identity of a route resource.
+pub fn route_id(group: &str, kind: &str, meta: &ObjectMeta) -> RouteId {
+    RouteId {
+        group: group.to_string(),
+        kind: kind.to_string(),
+        namespace: meta.namespace.clone().unwrap_or_default(),
+        name: meta.name.clone().unwrap_or_default(),
+    }
+}
+
+/// A policy HTTPRoute, bound to the Services that accepted it.
+pub fn policy_http_binding(
+    route: &policy::HTTPRoute,
+    cluster_domain: &str,
+) -> Result<OutboundBinding, InvalidResource> {
+    let ns = route.metadata.namespace.as_deref().unwrap_or_default();
+    Ok(OutboundBinding {
+        parents: attached(route.spec.parent_refs.as_ref(), route.status.as_ref(), ns),
+        route: AnyRoute::Http(http_route(
+            &route.spec,
+            &object_annotations(&route.metadata),
+            created_at(&route.metadata),
+            ns,
+            cluster_domain,
+        )?),
+    })
+}
+
+/// A Gateway HTTPRoute, bound to the Services that accepted it.
+pub fn gateway_http_binding(
+    route: &gateway::HTTPRoute,
+    cluster_domain: &str,
+) -> Result<OutboundBinding, InvalidResource> {
+    let ns = route.metadata.namespace.as_deref().unwrap_or_default();
+    Ok(OutboundBinding {
+        parents: attached(route.spec.parent_refs.as_ref(), route.status.as_ref(), ns),
+        route: AnyRoute::Http(http_route(
+            &route.spec,
+            &object_annotations(&route.metadata),
+            created_at(&route.metadata),
+            ns,
+            cluster_domain,
+        )?),
+    })
+}
+
+/// A GRPCRoute, bound to the Services that accepted it.
+pub fn grpc_binding(
+    route: &gateway::GRPCRoute,
+    cluster_domain: &str,
+) -> Result<OutboundBinding, InvalidResource> {
+    let ns = route.metadata.namespace.as_deref().unwrap_or_default();
+    Ok(OutboundBinding {
+        parents: attached(route.spec.parent_refs.as_ref(), route.status.as_ref(), ns),
+        route: AnyRoute::Grpc(grpc_route(
+            &route.spec,
+            &object_annotations(&route.metadata),
+            created_at(&route.metadata),
+            ns,
+            cluster_domain,
+        )?),
+    })
+}
+
+fn annotation_error(e: annotations::InvalidAnnotation) -> InvalidResource {
+    invalid(e.to_string())
+}
+
+/// A rule timeout: a Gateway API (Go-style) duration; zero means none.
+fn rule_timeout(value: Option<&str>, field: &str) -> Result<Option<Duration>, InvalidResource> {
+    let Some(value) = value else {
+        return Ok(None);
+    };
+    let nanos = k8s_api::go_duration::parse_go_duration(value)
+        .map_err(|e| invalid(format!("invalid {field} timeout {value:?}: {e}")))?;
+    let nanos = u64::try_from(nanos)
+        .map_err(|_| invalid(format!("{field} timeout {value:?} is negative")))?;
+    Ok(Some(Duration::from_nanos(nanos)).filter(|d| !d.is_zero()))
+}
+
+/// Converts an HTTP route spec in namespace `ns`. Annotation timeouts and
+/// retries apply to every rule; a rule's `timeouts.request` is used when
+/// the annotation sets no request timeout.
+pub fn http_route(
+    spec: &HttpRouteSpec,
+    annotations: &Annotations,
+    created_at: Option<SystemTime>,
+    ns: &str,
+    cluster_domain: &str,
+) -> Result<HttpRoute, InvalidResource> {
+    let timeouts = annotations::timeouts(annotations).map_err(annotation_error)?;
+    let retry = annotations::http_retry(annotations).map_err(annotation_error)?;
+    let rules = spec
+        .rules
+        .iter()
+        .flatten()
+        .map(|r| http_rule(r, &timeouts, &retry, ns, cluster_domain))
+        .collect::<Result<_, _>>()?;
+    Ok(OutboundRoute {
+        hostnames: spec
+            .hostnames
+            .iter()
+            .flatten()
+            .map(|h| host_match(h))
+            .collect(),
+        rules,
+        created_at,
+    })
+}
+
+fn http_rule(
+    rule: &HttpRouteRule,
+    timeouts: &RouteTimeouts,
+    retry: &Option<RouteRetry<crate::core::outbound::HttpRetryCondition>>,
+    ns: &str,
+    cluster_domain: &str,
+) -> Result<
+    OutboundRule<crate::core::routes::HttpRouteMatch, crate::core::outbound::HttpRetryCondition>,
+    InvalidResource,
+> {
+    let matches = rule
+        .matches
+        .iter()
+        .flatten()
+        .map(route_match)
+        .collect::<Result<_, _>>()?;
+    let filters = rule
+        .filters
+        .iter()
+        .flatten()
+        .map(filter)
+        .collect::<Result<_, _>>()?;
+    let request = rule_timeout(
+        rule.timeouts.as_ref().and_then(|t| t.request.as_deref()),
+        "request",
+    )?;
+    let backend_request = rule_timeout(
+        rule.timeouts
+            .as_ref()
+            .and_then(|t| t.backend_request.as_deref()),
+        "backendRequest",
+    )?;
+    if let (Some(request), Some(backend)) = (request, backend_request)
+        && backend > request
+    {
+        return Err(invalid(format!(
+            "backendRequest timeout {backend:?} exceeds the request timeout {request:?}"
+        )));
+    }
+    let mut timeouts = timeouts.clone();
+    timeouts.request = timeouts.request.or(request);
+    Ok(OutboundRule {
+        matches,
+        backends: rule
+            .backend_refs
+            .iter()
+            .flatten()
+            .map(|b| backend(b, ns, cluster_domain, filter))
+            .collect(),
+        retry: retry.clone(),
+        timeouts,
+        filters,
+    })
+}
+
+/// Converts a GRPCRoute spec in namespace `ns`.
+pub fn grpc_route(
+    spec: &GrpcRouteSpec,
+    annotations: &Annotations,
+    created_at: Option<SystemTime>,
+    ns: &str,
+    cluster_domain: &str,
+) -> Result<GrpcRoute, InvalidResource> {
+    let timeouts = annotations::timeouts(annotations).map_err(annotation_error)?;
+    let retry = annotations::grpc_retry(annotations).map_err(annotation_error)?;
+    let rules = spec
+        .rules
+        .iter()
+        .flatten()
+        .map(|rule: &GrpcRouteRule| {
+            let matches = rule
+                .matches
+                .iter()
+                .flatten()
+                .map(grpc_match)
+                .collect::<Result<_, _>>()?;
+            let filters = rule
+                .filters
+                .iter()
+                .flatten()
+                .map(grpc_filter)
+                .collect::<Result<_, _>>()?;
+            Ok(OutboundRule {
+                matches,
+                backends: rule
+                    .backend_refs
+                    .iter()
+                    .flatten()
+                    .map(|b| backend(b, ns, cluster_domain, grpc_filter))
+                    .collect(),
+                retry: retry.clone(),
+                timeouts: timeouts.clone(),
+                filters,
+            })
+        })
+        .collect::<Result<_, InvalidResource>>()?;
+    Ok(OutboundRoute {
+        hostnames: spec
+            .hostnames
+            .iter()
+            .flatten()
+            .map(|h| host_match(h))
+            .collect(),
+        rules,
+        created_at,
+    })
+}
+
+fn grpc_match(m: &gateway::GrpcRouteMatch) -> Result<GrpcRouteMatch, InvalidResource> {
+    let method = m
+        .method
+        .as_ref()
+        .map(|method| match method.kind.as_deref().unwrap_or("Exact") {
+            "Exact" => Ok(GrpcMethodMatch {
+                service: method.service.clone(),
+                method: method.method.clone(),
+            }),
+            other => Err(invalid(format!(
+                "unsupported GRPCRoute method match type {other:?}"
+            ))),
+        })
+        .transpose()?;
+    Ok(GrpcRouteMatch {
+        method,
+        headers: m
+            .headers
+            .iter()
+            .flatten()
+            .map(header_match)
+            .collect::<Result<_, _>>()?,
+    })
+}
+
+/// gRPC routes take header modifiers only.
+fn grpc_filter(f: &HttpRouteFilter) -> Result<Filter, InvalidResource> {
+    match f.kind.as_str() {
+        "RequestHeaderModifier" | "ResponseHeaderModifier" => filter(f),
+        other => Err(invalid(format!("unsupported filter {other:?}"))),
+    }
+}
+
+/// A backend reference. Problems with one backend do not invalidate the
+/// route: the backend becomes [`Backend::Invalid`], whose requests fail.
+fn backend(
+    b: &HttpBackendRef,
+    ns: &str,
+    cluster_domain: &str,
+    convert_filter: fn(&HttpRouteFilter) -> Result<Filter, InvalidResource>,
+) -> Backend {
+    let weight = b.weight.unwrap_or(1);
+    if !is_service_ref(
+        b.group.as_deref(),
+        Some(b.kind.as_deref().unwrap_or("Service")),
+    ) {
+        return Backend::Invalid {
+            weight,
+            message: format!(
+                "unsupported backend type {} {}",
+                b.group.as_deref().unwrap_or("core"),
+                b.kind.as_deref().unwrap_or("<empty>")
+            ),
+        };
+    }
+    let filters = match b
+        .filters
+        .iter()
+        .flatten()
+        .map(convert_filter)
+        .collect::<Result<Vec<_>, _>>()
+    {
+        Ok(filters) => filters,
+        Err(error) => {
+            return Backend::Invalid {
+                weight,
+                message: format!("unsupported backend filter: {error}"),
+            };
+        }
+    };
+    let Some(port) = b.port.and_then(NonZeroU16::new) else {
+        return Backend::Invalid {
+            weight,
+            message: format!("missing port for backend Service {}", b.name),
+        };
+    };
+    let namespace = b.namespace.clone().unwrap_or_else(|| ns.to_string());
+    Backend::Service(WeightedService {
+        weight,
+        authority: service_authority(&b.name, &namespace, cluster_domain, port),
+        namespace,
+        name: b.name.clone(),
+        port,
+        filters,
+        exists: false,
+    })
+}
+
+/// What admission refuses in a route's backends although the index would
+/// turn them into failing backends: a Service backend without a port.
+pub fn check_backends<'a>(
+    backends: impl IntoIterator<Item = &'a HttpBackendRef>,
+) -> Result<(), InvalidResource> {
+    for b in backends {
+        let service = is_service_ref(
+            b.group.as_deref(),
+            Some(b.kind.as_deref().unwrap_or("Service")),
+        );
+        if service && b.port.is_none_or(|p| p == 0) {
+            return Err(invalid(format!(
+                "backend Service {} needs a non-zero port",
+                b.name
+            )));
+        }
+    }
+    Ok(())
+}

@@ -12,6 +12,7 @@
 pub mod binaries;
 pub mod certs;
 pub mod cluster;
+pub mod images;
 pub mod kubectl;
 pub mod node;
 pub mod probe;

@@ -1,10 +1,17 @@
-//! `cargo xtask cluster build|up|down|env|pin`.
+//! `cargo xtask cluster build|up|down|env|load|pin`.
+//!
+//! `cluster up` starts the kubelet-less control plane in the background;
+//! `cluster up --real-node` runs it with a real node (containerd, kubelet,
+//! kube-proxy, kube-scheduler) in the foreground until Ctrl-C or
+//! `cluster down`, then undoes every change to the host.
 
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::Subcommand;
-use local_cluster::{Cluster, ClusterOptions, ClusterState, KubeBinaries, Lifetime};
+use local_cluster::{
+    Cluster, ClusterOptions, ClusterState, KubeBinaries, Lifetime, images::Docker, real_node,
+};
 
 use crate::paths::cluster_dir;
 
@@ -12,8 +19,22 @@ use crate::paths::cluster_dir;
 pub enum ClusterCommand {
     /// Builds kube-apiserver, kube-controller-manager and etcd from the pinned Go modules (cached).
     Build,
-    /// Starts the control plane in the background and writes a kubeconfig.
-    Up,
+    /// Starts the control plane in the background and writes a kubeconfig;
+    /// with --real-node, also a real node, in the foreground (Ctrl-C stops).
+    Up {
+        /// Run a real node: containerd, kubelet, kube-proxy, kube-scheduler (needs root and `.ci/install-node-deps`).
+        #[arg(long)]
+        real_node: bool,
+        /// Docker images to load into the real node (the pause and HTTP test images always are).
+        #[arg(long = "image")]
+        images: Vec<String>,
+    },
+    /// Loads Docker images into the running real node's containerd (`docker save | ctr images import`).
+    Load {
+        /// Image references, e.g. meridian/controller:dev.
+        #[arg(required = true)]
+        images: Vec<String>,
+    },
     /// Stops the background control plane and removes its files.
     Down,
     /// Prints `export KUBECONFIG=…` for the background control plane.
@@ -37,7 +58,14 @@ pub fn run(command: ClusterCommand) -> anyhow::Result<()> {
             );
             Ok(())
         }
-        ClusterCommand::Up => up(),
+        ClusterCommand::Up {
+            real_node: false, ..
+        } => up(),
+        ClusterCommand::Up {
+            real_node: true,
+            images,
+        } => up_real_node(images),
+        ClusterCommand::Load { images } => load(&images),
         ClusterCommand::Down => down(),
         ClusterCommand::Env => {
             let state = ClusterState::load(&cluster_dir())?
@@ -94,13 +122,132 @@ fn up() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `cluster up --real-node`: everything tied to this process, which waits
+/// for Ctrl-C (or `cluster down`'s SIGTERM) and then cleans up.
+fn up_real_node(extra_images: Vec<String>) -> anyhow::Result<()> {
+    let dir = cluster_dir();
+    if let Some(state) = ClusterState::load(&dir)?
+        && state.pids.iter().any(|(_, pid)| is_running(*pid))
+    {
+        bail!(
+            "a local cluster is already running at {}; stop it first with `cargo xtask cluster down`",
+            state.apiserver_url
+        );
+    }
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+    }
+    let bins = build()?;
+    let docker = Docker::locate();
+    docker.check_daemon()?;
+    let http_test =
+        local_cluster::images::ensure_http_test(&docker, &|l| eprintln!("[images] {l}"))?;
+    let mut images = vec![http_test.reference.clone(), http_test.dev.clone()];
+    images.extend(extra_images);
+    let started = Instant::now();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let mut options = ClusterOptions::new(&dir, Lifetime::Tied);
+        options.real_node = true;
+        options.node_images = images;
+        println!(
+            "starting etcd, kube-apiserver ({}), kube-controller-manager, kube-scheduler, containerd, kubelet and kube-proxy (logs in {})",
+            real_node::BRIDGE_IP,
+            dir.join("logs").display()
+        );
+        let mut cluster = Cluster::start_with(options, bins).await?;
+        let mut state = cluster.state();
+        state.owner_pid = Some(std::process::id());
+        state.save()?;
+        println!(
+            "local cluster {} with node {} Ready at {} in {:.1}s",
+            state.kubernetes_version,
+            real_node::NODE_NAME,
+            state.apiserver_url,
+            started.elapsed().as_secs_f64(),
+        );
+        for (name, pid) in &state.pids {
+            println!("  {name}: pid {pid}, RSS {}", rss(*pid));
+        }
+        println!(
+            "  pods: {} on bridge {}; Services: {}",
+            real_node::POD_CIDR,
+            real_node::BRIDGE,
+            real_node::SERVICE_CIDR
+        );
+        println!("export KUBECONFIG={}", state.kubeconfig.display());
+        println!("Ctrl-C (or `cargo xtask cluster down`) stops everything and cleans up.");
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        loop {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => break,
+                _ = term.recv() => break,
+                () = tokio::time::sleep(Duration::from_secs(2)) => {
+                    if let Err(error) = cluster.check_health() {
+                        eprintln!("a component died: {error}");
+                        break;
+                    }
+                }
+            }
+        }
+        println!("stopping and cleaning up…");
+        cluster.shutdown();
+        anyhow::Ok(())
+    })?;
+    let _ = std::fs::remove_dir_all(&dir);
+    println!("local cluster stopped; host cleaned up");
+    Ok(())
+}
+
+fn load(images: &[String]) -> anyhow::Result<()> {
+    let dir = cluster_dir();
+    let state = ClusterState::load(&dir)?.context(
+        "no local cluster is running; start one with `cargo xtask cluster up --real-node`",
+    )?;
+    if !state.real_node {
+        bail!(
+            "the local cluster has no real node; start it with `cargo xtask cluster up --real-node`"
+        );
+    }
+    let address = real_node::containerd_address(&state.work_dir);
+    let refs: Vec<&str> = images.iter().map(String::as_str).collect();
+    let started = Instant::now();
+    local_cluster::images::import_into_containerd(
+        &Docker::locate(),
+        std::path::Path::new("ctr"),
+        &address,
+        &refs,
+        &state.work_dir,
+    )?;
+    println!(
+        "loaded {} into the node's containerd in {:.1}s",
+        images.join(", "),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
 fn down() -> anyhow::Result<()> {
     let dir = cluster_dir();
     let Some(state) = ClusterState::load(&dir)? else {
-        println!("no local cluster is running");
+        if real_node::cleanup_host(true)? {
+            println!("cleaned up what a real node left on this host");
+        } else {
+            println!("no local cluster is running");
+        }
         return Ok(());
     };
+    if let Some(owner) = state.owner_pid.filter(|pid| is_running(*pid)) {
+        // `cluster up --real-node` cleans up itself on SIGTERM.
+        local_cluster::process::terminate(owner, Duration::from_secs(90));
+    }
     state.stop_all();
+    if state.real_node {
+        real_node::cleanup_host(true)?;
+    }
     let deadline = Instant::now() + Duration::from_secs(15);
     while state.pids.iter().any(|(_, pid)| is_running(*pid)) {
         if Instant::now() > deadline {
@@ -111,8 +258,15 @@ fn down() -> anyhow::Result<()> {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
-    println!("local control plane stopped");
+    // A `cluster up --real-node` owner removes the directory itself.
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+    }
+    if state.real_node {
+        println!("local cluster stopped; real node cleaned up");
+    } else {
+        println!("local control plane stopped");
+    }
     Ok(())
 }
 

@@ -3,12 +3,14 @@
 //! - `cluster build|up|down|env|pin`: the local real Kubernetes control plane.
 //! - `bench <name>`: benchmarks (release builds) that print figures.
 //! - `gen-crds`: writes `deploy/crds/` from the Rust types.
+//! - `images`: the container images, built locally (no registry needed).
 //! - `up`: the whole control plane locally, with sample workloads.
 //! - `test`: every test of the workspace (builds the control plane first).
 
 mod bench;
 mod cluster;
 mod gen_crds;
+mod images;
 mod paths;
 mod pin;
 mod test;
@@ -32,6 +34,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Writes deploy/crds/ from the Rust CRD types.
     GenCrds,
+    /// Builds the container images (base from Debian packages, pause, HTTP test, Meridian controller) with the local Docker daemon.
+    Images(images::ImagesArgs),
     /// Runs the whole control plane on the local real API server, with sample workloads (Ctrl-C stops).
     Up(up::UpArgs),
     /// Runs every test of the workspace against a freshly built local control plane.
@@ -43,6 +47,7 @@ fn main() -> anyhow::Result<()> {
         Command::Cluster(command) => cluster::run(command),
         Command::Bench(args) => bench::run(args),
         Command::GenCrds => gen_crds::run(),
+        Command::Images(args) => images::run(args),
         Command::Test(args) => test::run(args),
         Command::Up(args) => up::run(args),
     }

@@ -96,7 +96,8 @@ fn required_version(go_mod: &Path, module: &'static str) -> Result<String, Build
         })
 }
 
-/// Paths of the three built binaries.
+/// Paths of the built binaries: the control plane, kubectl, and the real
+/// node's kube-scheduler, kubelet and kube-proxy.
 #[derive(Clone, Debug)]
 pub struct KubeBinaries {
     pub dir: PathBuf,
@@ -117,6 +118,18 @@ impl KubeBinaries {
     pub fn kubectl(&self) -> PathBuf {
         self.dir.join("kubectl")
     }
+    /// kube-scheduler (real-node mode only).
+    pub fn kube_scheduler(&self) -> PathBuf {
+        self.dir.join("kube-scheduler")
+    }
+    /// kubelet (real-node mode only).
+    pub fn kubelet(&self) -> PathBuf {
+        self.dir.join("kubelet")
+    }
+    /// kube-proxy (real-node mode only).
+    pub fn kube_proxy(&self) -> PathBuf {
+        self.dir.join("kube-proxy")
+    }
 
     fn complete_marker(&self) -> PathBuf {
         self.dir.join(".complete")
@@ -129,6 +142,10 @@ impl KubeBinaries {
                 self.etcd(),
                 self.kube_apiserver(),
                 self.kube_controller_manager(),
+                self.kubectl(),
+                self.kube_scheduler(),
+                self.kubelet(),
+                self.kube_proxy(),
             ]
             .iter()
             .all(|p| p.is_file())
@@ -176,7 +193,7 @@ impl KubeBinaries {
         };
         fs::create_dir_all(&self.dir).map_err(io(&self.dir))?;
         progress(&format!(
-            "building kube-apiserver, kube-controller-manager and kubectl {} and etcd {} into {} (first time only; several minutes)",
+            "building kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy and kubectl {} and etcd {} into {} (first time only; several minutes)",
             self.pins.kubernetes,
             self.pins.etcd,
             self.dir.display()
@@ -201,6 +218,9 @@ impl KubeBinaries {
                 "k8s.io/kubernetes/cmd/kube-apiserver",
                 "k8s.io/kubernetes/cmd/kube-controller-manager",
                 "k8s.io/kubernetes/cmd/kubectl",
+                "k8s.io/kubernetes/cmd/kube-scheduler",
+                "k8s.io/kubernetes/cmd/kubelet",
+                "k8s.io/kubernetes/cmd/kube-proxy",
             ],
             progress,
         )?;
@@ -221,7 +241,7 @@ impl KubeBinaries {
         )
         .map_err(io(&self.complete_marker()))?;
         progress(&format!(
-            "built control-plane binaries in {:.0}s",
+            "built control-plane and node binaries in {:.0}s",
             started.elapsed().as_secs_f64()
         ));
         Ok(())
@@ -264,7 +284,7 @@ fn cache_key(gotools: &Path, pins: &Pins) -> Result<String, BuildError> {
 
 /// FNV-1a: a tiny stable hash for cache keys (std's hasher is not stable
 /// across Rust releases).
-struct Fnv1a(u64);
+pub(crate) struct Fnv1a(pub(crate) u64);
 
 impl Default for Fnv1a {
     fn default() -> Self {
@@ -273,7 +293,7 @@ impl Default for Fnv1a {
 }
 
 impl Fnv1a {
-    fn write(&mut self, bytes: &[u8]) {
+    pub(crate) fn write(&mut self, bytes: &[u8]) {
         for byte in bytes {
             self.0 ^= u64::from(*byte);
             self.0 = self.0.wrapping_mul(0x0100_0000_01b3);

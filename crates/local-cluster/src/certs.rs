@@ -5,7 +5,8 @@
 use std::net::{IpAddr, Ipv4Addr};
 
 use rcgen::{
-    BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType,
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose, SanType,
 };
 
 /// Errors from generating certificates.
@@ -69,6 +70,59 @@ impl LocalCa {
             sans.push(SanType::DnsName((*name).try_into()?));
         }
         params.subject_alt_names = sans;
+        let cert = params.signed_by(&key, &self.issuer)?;
+        Ok(ServingCert {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+        })
+    }
+
+    /// Issues a serving certificate for exactly these DNS names and IP
+    /// addresses (the first DNS name is the common name).
+    pub fn issue_serving_cert_for(
+        &self,
+        dns_names: &[&str],
+        ips: &[IpAddr],
+    ) -> Result<ServingCert, CertError> {
+        let key = KeyPair::generate()?;
+        let mut params = CertificateParams::new(Vec::<String>::new())?;
+        let common_name = dns_names.first().copied().unwrap_or("localhost");
+        params
+            .distinguished_name
+            .push(DnType::CommonName, common_name);
+        let mut sans = Vec::new();
+        for name in dns_names {
+            sans.push(SanType::DnsName((*name).try_into()?));
+        }
+        sans.extend(ips.iter().copied().map(SanType::IpAddress));
+        params.subject_alt_names = sans;
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        let cert = params.signed_by(&key, &self.issuer)?;
+        Ok(ServingCert {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+        })
+    }
+
+    /// Issues a client certificate: Kubernetes reads the user from the
+    /// common name and the groups from the organizations
+    /// (`system:node:<name>` in `system:nodes` for a kubelet).
+    pub fn issue_client_cert(
+        &self,
+        common_name: &str,
+        organizations: &[&str],
+    ) -> Result<ServingCert, CertError> {
+        let key = KeyPair::generate()?;
+        let mut params = CertificateParams::new(Vec::<String>::new())?;
+        params
+            .distinguished_name
+            .push(DnType::CommonName, common_name);
+        for organization in organizations {
+            params
+                .distinguished_name
+                .push(DnType::OrganizationName, *organization);
+        }
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
         let cert = params.signed_by(&key, &self.issuer)?;
         Ok(ServingCert {
             cert_pem: cert.pem(),

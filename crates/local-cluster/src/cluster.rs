@@ -1,9 +1,10 @@
 //! Starting and stopping etcd, kube-apiserver and kube-controller-manager on
-//! free loopback ports, with a kubeconfig for clients and `kubectl`.
+//! free loopback ports, with a kubeconfig for clients and `kubectl`; and, in
+//! real-node mode, kube-scheduler and a real node (see [`crate::real_node`]).
 
 use std::{
     fs,
-    net::TcpListener,
+    net::{IpAddr, Ipv4Addr, TcpListener},
     path::{Path, PathBuf},
     time::{Duration, Instant},
 };
@@ -14,6 +15,7 @@ use crate::{
     binaries::{BuildError, KubeBinaries},
     certs::{self, CertError, LocalCa},
     process::{self, Lifetime, ManagedProcess},
+    real_node::{self, NodeError, RealNode},
 };
 
 /// Errors while starting or talking to the local control plane.
@@ -46,6 +48,8 @@ pub enum ClusterError {
     Kubeconfig(#[from] kube::config::KubeconfigError),
     #[error("Kubernetes client error: {0}")]
     Kube(#[from] kube::Error),
+    #[error(transparent)]
+    Node(#[from] NodeError),
     #[error("invalid cluster state file {path}: {source}")]
     State {
         path: PathBuf,
@@ -67,6 +71,12 @@ pub struct ClusterOptions {
     pub lifetime: Lifetime,
     /// How long to wait for each component to become ready.
     pub start_timeout: Duration,
+    /// Run a real node (containerd, kubelet, kube-proxy) and kube-scheduler,
+    /// with the ServiceAccount machinery on and the apiserver reachable
+    /// from pods. Off by default: fake Node, pods made Ready by tests.
+    pub real_node: bool,
+    /// Docker images to load into the real node's containerd at start.
+    pub node_images: Vec<String>,
 }
 
 impl ClusterOptions {
@@ -75,6 +85,8 @@ impl ClusterOptions {
             work_dir: work_dir.into(),
             lifetime,
             start_timeout: Duration::from_secs(120),
+            real_node: false,
+            node_images: Vec::new(),
         }
     }
 }
@@ -88,6 +100,13 @@ pub struct ClusterState {
     pub kubernetes_version: String,
     /// (name, pid) of each running component.
     pub pids: Vec<(String, u32)>,
+    /// Whether a real node runs (its host changes are undone by `down`).
+    #[serde(default)]
+    pub real_node: bool,
+    /// The process that owns a tied cluster (`cluster up --real-node`):
+    /// `down` asks it to stop, and it cleans up.
+    #[serde(default)]
+    pub owner_pid: Option<u32>,
 }
 
 impl ClusterState {
@@ -104,7 +123,8 @@ impl ClusterState {
         }
     }
 
-    fn save(&self) -> Result<(), ClusterError> {
+    /// Writes `cluster.json` into the work dir.
+    pub fn save(&self) -> Result<(), ClusterError> {
         let path = self.work_dir.join(Self::FILE);
         let text = serde_json::to_string_pretty(self).map_err(|source| ClusterError::State {
             path: path.clone(),
@@ -123,14 +143,20 @@ impl ClusterState {
 
 /// A running local control plane.
 pub struct Cluster {
+    // Drop order: the node first, then scheduler, controller manager,
+    // apiserver, etcd.
+    node: Option<RealNode>,
+    scheduler: Option<ManagedProcess>,
     options: ClusterOptions,
     binaries: KubeBinaries,
     etcd_port: u16,
     apiserver_port: u16,
+    /// The address the apiserver binds: 127.0.0.1, or the node's bridge.
+    host: IpAddr,
+    ca: LocalCa,
     ca_pem: String,
     token: String,
     kubeconfig: PathBuf,
-    // Drop order: controller manager, apiserver, etcd.
     kcm: Option<ManagedProcess>,
     apiserver: Option<ManagedProcess>,
     etcd: Option<ManagedProcess>,
@@ -153,13 +179,56 @@ impl Cluster {
         options: ClusterOptions,
         binaries: KubeBinaries,
     ) -> Result<Self, ClusterError> {
+        let host_record = if options.real_node {
+            fs::create_dir_all(&options.work_dir)
+                .map_err(io_err(format!("creating {}", options.work_dir.display())))?;
+            Some(real_node::prepare_host(&options.work_dir, &binaries)?)
+        } else {
+            None
+        };
+        let prepared = host_record.is_some();
+        let result = Self::start_inner(options, binaries, host_record).await;
+        if prepared && result.is_err() {
+            // Undo the bridge, rules and sysctls of a node that never came up.
+            let _ = real_node::cleanup_host(true);
+        }
+        result
+    }
+
+    async fn start_inner(
+        options: ClusterOptions,
+        binaries: KubeBinaries,
+        host_record: Option<real_node::HostRecord>,
+    ) -> Result<Self, ClusterError> {
         let dir = &options.work_dir;
         for sub in ["pki", "etcd", "logs", "apiserver-certs"] {
             fs::create_dir_all(dir.join(sub))
                 .map_err(io_err(format!("creating {}", dir.join(sub).display())))?;
         }
+        let host = if options.real_node {
+            IpAddr::V4(real_node::BRIDGE_IP)
+        } else {
+            IpAddr::V4(Ipv4Addr::LOCALHOST)
+        };
         let ca = LocalCa::new("meridian-local-ca")?;
-        let serving = ca.issue_serving_cert(&["kubernetes", "kubernetes.default.svc"])?;
+        let serving = if options.real_node {
+            ca.issue_serving_cert_for(
+                &[
+                    "kubernetes",
+                    "kubernetes.default",
+                    "kubernetes.default.svc",
+                    "kubernetes.default.svc.cluster.local",
+                    "localhost",
+                ],
+                &[
+                    host,
+                    IpAddr::V4(Ipv4Addr::LOCALHOST),
+                    IpAddr::V4(real_node::KUBERNETES_SERVICE_IP),
+                ],
+            )?
+        } else {
+            ca.issue_serving_cert(&["kubernetes", "kubernetes.default.svc"])?
+        };
         let (sa_key, sa_pub) = certs::key_pair_pem()?;
         let token = random_token()?;
         let write = |name: &str, contents: &str| {
@@ -175,16 +244,26 @@ impl Cluster {
             "tokens.csv",
             &format!("{token},admin,admin-uid,system:masters\n"),
         )?;
+        if options.real_node {
+            let client =
+                ca.issue_client_cert("kube-apiserver-kubelet-client", &["system:masters"])?;
+            write("apiserver-kubelet-client.crt", &client.cert_pem)?;
+            write("apiserver-kubelet-client.key", &client.key_pem)?;
+        }
 
         let etcd_port = free_port()?;
         let apiserver_port = free_port()?;
         let kubeconfig = dir.join("kubeconfig");
         let mut cluster = Cluster {
+            node: None,
+            scheduler: None,
             options,
             binaries,
             etcd_port,
             apiserver_port,
+            host,
             ca_pem: ca.cert_pem().to_string(),
+            ca,
             token,
             kubeconfig,
             kcm: None,
@@ -196,6 +275,21 @@ impl Cluster {
         cluster.start_etcd().await?;
         cluster.start_apiserver().await?;
         cluster.start_controller_manager().await?;
+        if let Some(record) = host_record {
+            cluster.start_scheduler().await?;
+            let client = cluster.client()?;
+            let inputs = real_node::NodeInputs {
+                work_dir: &cluster.options.work_dir,
+                binaries: &cluster.binaries,
+                ca: &cluster.ca,
+                apiserver_url: cluster.apiserver_url(),
+                lifetime: cluster.options.lifetime,
+                timeout: cluster.options.start_timeout,
+                images: cluster.options.node_images.clone(),
+            };
+            let node = RealNode::start(record, inputs, &client).await?;
+            cluster.node = Some(node);
+        }
         if cluster.options.lifetime == Lifetime::Detached {
             cluster.state().save()?;
         }
@@ -262,28 +356,51 @@ impl Cluster {
         let dir = &self.options.work_dir;
         let pki = dir.join("pki");
         let p = |name: &str| pki.join(name).display().to_string();
-        let args = vec![
+        let host = self.host;
+        let mut args = vec![
             format!("--etcd-servers=http://127.0.0.1:{}", self.etcd_port),
             format!("--secure-port={port}"),
-            "--bind-address=127.0.0.1".to_string(),
-            "--advertise-address=127.0.0.1".to_string(),
+            format!("--bind-address={host}"),
+            format!("--advertise-address={host}"),
             format!("--cert-dir={}", dir.join("apiserver-certs").display()),
             format!("--tls-cert-file={}", p("apiserver.crt")),
             format!("--tls-private-key-file={}", p("apiserver.key")),
             format!("--token-auth-file={}", p("tokens.csv")),
-            "--authorization-mode=RBAC".to_string(),
-            "--service-cluster-ip-range=10.0.0.0/24".to_string(),
+            format!("--service-cluster-ip-range={}", real_node::SERVICE_CIDR),
             "--allow-privileged=true".to_string(),
-            "--disable-admission-plugins=ServiceAccount".to_string(),
-            "--endpoint-reconciler-type=none".to_string(),
             format!(
-                "--service-account-issuer=https://127.0.0.1:{}/",
+                "--service-account-issuer=https://{host}:{}/",
                 self.apiserver_port
             ),
             format!("--service-account-key-file={}", p("sa.pub")),
             format!("--service-account-signing-key-file={}", p("sa.key")),
             "--v=1".to_string(),
         ];
+        if self.options.real_node {
+            // Real nodes: kubelets and kube-proxy authenticate with client
+            // certificates, the Node authorizer scopes kubelets, the
+            // ServiceAccount admission plugin gives pods their tokens, and
+            // the lease endpoint reconciler publishes this apiserver as the
+            // `kubernetes` Service's endpoint.
+            args.extend([
+                "--authorization-mode=Node,RBAC".to_string(),
+                format!("--client-ca-file={}", p("ca.crt")),
+                format!(
+                    "--kubelet-client-certificate={}",
+                    p("apiserver-kubelet-client.crt")
+                ),
+                format!("--kubelet-client-key={}", p("apiserver-kubelet-client.key")),
+                format!("--kubelet-certificate-authority={}", p("ca.crt")),
+                "--kubelet-preferred-address-types=InternalIP,Hostname".to_string(),
+                "--endpoint-reconciler-type=lease".to_string(),
+            ]);
+        } else {
+            args.extend([
+                "--authorization-mode=RBAC".to_string(),
+                "--disable-admission-plugins=ServiceAccount".to_string(),
+                "--endpoint-reconciler-type=none".to_string(),
+            ]);
+        }
         self.spawn(name, &self.binaries.kube_apiserver(), &args)
     }
 
@@ -320,14 +437,30 @@ impl Cluster {
     }
 
     async fn start_controller_manager(&mut self) -> Result<(), ClusterError> {
-        let args = vec![
+        let mut args = vec![
             format!("--kubeconfig={}", self.kubeconfig.display()),
             "--leader-elect=false".to_string(),
             "--secure-port=0".to_string(),
             "--use-service-account-credentials=false".to_string(),
-            "--controllers=endpointslice-controller,garbage-collector-controller,namespace-controller".to_string(),
             "--v=1".to_string(),
         ];
+        if self.options.real_node {
+            // Every default controller (Deployments, ReplicaSets, node
+            // lifecycle, ServiceAccounts and their tokens, the
+            // kube-root-ca.crt publisher, …).
+            let pki = self.options.work_dir.join("pki");
+            args.extend([
+                "--controllers=*".to_string(),
+                format!("--root-ca-file={}", pki.join("ca.crt").display()),
+                format!(
+                    "--service-account-private-key-file={}",
+                    pki.join("sa.key").display()
+                ),
+                format!("--cluster-cidr={}", real_node::POD_CIDR),
+            ]);
+        } else {
+            args.push("--controllers=endpointslice-controller,garbage-collector-controller,namespace-controller".to_string());
+        }
         let mut kcm = self.spawn(
             "kube-controller-manager",
             &self.binaries.kube_controller_manager(),
@@ -339,6 +472,33 @@ impl Cluster {
         check_alive(&mut kcm)?;
         self.kcm = Some(kcm);
         Ok(())
+    }
+
+    async fn start_scheduler(&mut self) -> Result<(), ClusterError> {
+        let args = vec![
+            format!("--kubeconfig={}", self.kubeconfig.display()),
+            "--leader-elect=false".to_string(),
+            "--secure-port=0".to_string(),
+            "--v=1".to_string(),
+        ];
+        let mut scheduler = self.spawn("kube-scheduler", &self.binaries.kube_scheduler(), &args)?;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        check_alive(&mut scheduler)?;
+        self.scheduler = Some(scheduler);
+        Ok(())
+    }
+
+    /// The real node, in real-node mode.
+    pub fn real_node(&self) -> Option<&RealNode> {
+        self.node.as_ref()
+    }
+
+    /// Stops the real node (if any) and undoes its changes to the host, then
+    /// the control plane. Dropping a tied cluster does the same.
+    pub fn shutdown(mut self) {
+        if let Some(mut node) = self.node.take() {
+            node.shutdown();
+        }
     }
 
     fn spawn(
@@ -361,9 +521,10 @@ impl Cluster {
         &self.kubeconfig
     }
 
-    /// The apiserver URL.
+    /// The apiserver URL (on 127.0.0.1, or on the node's bridge address in
+    /// real-node mode).
     pub fn apiserver_url(&self) -> String {
-        format!("https://127.0.0.1:{}", self.apiserver_port)
+        format!("https://{}:{}", self.host, self.apiserver_port)
     }
 
     /// The kube-apiserver's serving CA (PEM).
@@ -403,26 +564,40 @@ impl Cluster {
 
     /// A snapshot of what is running, for `xtask cluster down|env`.
     pub fn state(&self) -> ClusterState {
-        let pids = [&self.etcd, &self.apiserver, &self.kcm]
-            .into_iter()
-            .flatten()
-            .filter_map(|p| Some((p.name().to_string(), p.pid()?)))
-            .collect();
+        let mut pids: Vec<(String, u32)> =
+            [&self.etcd, &self.apiserver, &self.kcm, &self.scheduler]
+                .into_iter()
+                .flatten()
+                .filter_map(|p| Some((p.name().to_string(), p.pid()?)))
+                .collect();
+        if let Some(node) = &self.node {
+            pids.extend(node.pids());
+        }
         ClusterState {
             work_dir: self.options.work_dir.clone(),
             kubeconfig: self.kubeconfig.clone(),
             apiserver_url: self.apiserver_url(),
             kubernetes_version: self.binaries.pins.kubernetes.clone(),
             pids,
+            real_node: self.node.is_some(),
+            owner_pid: None,
         }
     }
 
     /// Leaves a detached cluster running and returns its state.
     pub fn detach(mut self) -> ClusterState {
         let state = self.state();
-        for process in [self.kcm.take(), self.apiserver.take(), self.etcd.take()]
-            .into_iter()
-            .flatten()
+        if let Some(node) = self.node.take() {
+            node.detach();
+        }
+        for process in [
+            self.scheduler.take(),
+            self.kcm.take(),
+            self.apiserver.take(),
+            self.etcd.take(),
+        ]
+        .into_iter()
+        .flatten()
         {
             process.release();
         }
@@ -431,11 +606,19 @@ impl Cluster {
 
     /// Any component that has exited unexpectedly, with its log tail.
     pub fn check_health(&mut self) -> Result<(), ClusterError> {
-        for process in [&mut self.etcd, &mut self.apiserver, &mut self.kcm]
-            .into_iter()
-            .flatten()
+        for process in [
+            &mut self.etcd,
+            &mut self.apiserver,
+            &mut self.kcm,
+            &mut self.scheduler,
+        ]
+        .into_iter()
+        .flatten()
         {
             check_alive(process)?;
+        }
+        if let Some(node) = &mut self.node {
+            node.check_health()?;
         }
         Ok(())
     }
@@ -443,8 +626,9 @@ impl Cluster {
     fn kubeconfig_yaml(&self, port: u16) -> String {
         let ca = base64::engine::general_purpose::STANDARD.encode(&self.ca_pem);
         format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: meridian-local\n  cluster:\n    server: https://127.0.0.1:{port}\n    certificate-authority-data: {ca}\nusers:\n- name: admin\n  user:\n    token: {token}\ncontexts:\n- name: meridian-local\n  context:\n    cluster: meridian-local\n    user: admin\ncurrent-context: meridian-local\n",
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: meridian-local\n  cluster:\n    server: https://{host}:{port}\n    certificate-authority-data: {ca}\nusers:\n- name: admin\n  user:\n    token: {token}\ncontexts:\n- name: meridian-local\n  context:\n    cluster: meridian-local\n    user: admin\ncurrent-context: meridian-local\n",
             token = self.token,
+            host = self.host,
         )
     }
 }

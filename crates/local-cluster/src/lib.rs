@@ -8,14 +8,20 @@
 //! `test-support`). kube-controller-manager runs the EndpointSlice, garbage
 //! collector and namespace controllers, so the EndpointSlices tests observe
 //! are made by Kubernetes itself.
+//!
+//! A real node is optional ([`ClusterOptions::real_node`], module
+//! [`real_node`]): containerd, kubelet, kube-proxy and kube-scheduler, with
+//! images built locally ([`images`]), so pods run real containers.
 
 pub mod binaries;
 pub mod certs;
 pub mod cluster;
+pub mod images;
 pub mod kubectl;
 pub mod node;
 pub mod probe;
 pub mod process;
+pub mod real_node;
 pub mod webhooks;
 pub mod workload;
 

@@ -1,0 +1,193 @@
+/*
+ * meridian-http-test: the tiny HTTP server of the end-to-end tests.
+ *
+ *   GET /            200 "hello from <hostname>"
+ *   GET /ready       200 "ready", or 503 "not ready" once readiness is failed
+ *   GET /live        200 "live" (for liveness probes)
+ *   GET|POST /ready/fail   readiness fails from now on (probes see 503)
+ *   GET|POST /ready/ok     readiness recovers
+ *   anything else    404
+ *
+ * It listens on [::]:$PORT (default 8080; IPv4 too), logs one line per
+ * request to stdout ("GET /ready 200", for `kubectl logs`) and exits 0 on
+ * SIGTERM/SIGINT. Readiness starts failed when $START_UNREADY is set.
+ *
+ * `http-test ready fail|ok [PORT]` flips the readiness of the server running
+ * beside it (for `kubectl exec`, since the image has no shell).
+ *
+ * Requests are served one at a time with short socket timeouts: enough for
+ * probes and tests. Built statically, so the image is this one file.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t stopping = 0;
+static int ready = 1;
+
+static void on_stop(int sig) {
+    (void)sig;
+    stopping = 1;
+}
+
+static int port_from(const char *text) {
+    long port = text ? strtol(text, NULL, 10) : 0;
+    return (port > 0 && port < 65536) ? (int)port : 8080;
+}
+
+static void respond(int fd, int status, const char *body) {
+    const char *reason = status == 200 ? "OK" : status == 503 ? "Service Unavailable" : "Not Found";
+    char head[256];
+    int n = snprintf(head, sizeof head,
+                     "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n"
+                     "Connection: close\r\n\r\n",
+                     status, reason, strlen(body));
+    if (write(fd, head, (size_t)n) < 0 || write(fd, body, strlen(body)) < 0) {
+        /* The client went away: nothing to do. */
+    }
+}
+
+static void serve(int fd, const char *hostname) {
+    char request[4096];
+    size_t len = 0;
+    while (len < sizeof request - 1) {
+        ssize_t got = read(fd, request + len, sizeof request - 1 - len);
+        if (got <= 0) {
+            break;
+        }
+        len += (size_t)got;
+        request[len] = '\0';
+        if (strstr(request, "\r\n\r\n") || strstr(request, "\n\n")) {
+            break;
+        }
+    }
+    request[len] = '\0';
+    char method[16] = "", path[1024] = "";
+    if (sscanf(request, "%15s %1023s", method, path) != 2) {
+        return;
+    }
+    char *query = strchr(path, '?');
+    if (query) {
+        *query = '\0';
+    }
+    char body[512];
+    int status = 200;
+    if (strcmp(path, "/") == 0) {
+        snprintf(body, sizeof body, "hello from %s\n", hostname);
+    } else if (strcmp(path, "/ready") == 0) {
+        status = ready ? 200 : 503;
+        snprintf(body, sizeof body, "%s\n", ready ? "ready" : "not ready");
+    } else if (strcmp(path, "/live") == 0) {
+        snprintf(body, sizeof body, "live\n");
+    } else if (strcmp(path, "/ready/fail") == 0) {
+        ready = 0;
+        snprintf(body, sizeof body, "readiness now fails\n");
+    } else if (strcmp(path, "/ready/ok") == 0) {
+        ready = 1;
+        snprintf(body, sizeof body, "readiness now succeeds\n");
+    } else {
+        status = 404;
+        snprintf(body, sizeof body, "not found\n");
+    }
+    respond(fd, status, body);
+    printf("%s %s %d\n", method, path, status);
+    fflush(stdout);
+}
+
+/* `http-test ready fail|ok [PORT]`: asks the local server to flip readiness. */
+static int flip(const char *what, const char *port_text) {
+    if (strcmp(what, "fail") != 0 && strcmp(what, "ok") != 0) {
+        fprintf(stderr, "usage: http-test ready fail|ok [PORT]\n");
+        return 2;
+    }
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port_from(port_text))};
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof addr) < 0) {
+        perror("http-test: connect");
+        return 1;
+    }
+    char request[128];
+    int n = snprintf(request, sizeof request, "POST /ready/%s HTTP/1.0\r\n\r\n", what);
+    if (write(fd, request, (size_t)n) != n) {
+        perror("http-test: write");
+        return 1;
+    }
+    char reply[512];
+    ssize_t got = read(fd, reply, sizeof reply - 1);
+    if (got <= 0) {
+        perror("http-test: read");
+        return 1;
+    }
+    reply[got] = '\0';
+    char *body = strstr(reply, "\r\n\r\n");
+    fputs(body ? body + 4 : reply, stdout);
+    return strncmp(reply, "HTTP/1.1 200", 12) == 0 ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+    if (argc >= 3 && strcmp(argv[1], "ready") == 0) {
+        return flip(argv[2], argc >= 4 ? argv[3] : getenv("PORT"));
+    }
+    int port = port_from(getenv("PORT"));
+    if (getenv("START_UNREADY")) {
+        ready = 0;
+    }
+    char hostname[256] = "unknown";
+    gethostname(hostname, sizeof hostname - 1);
+
+    struct sigaction stop = {.sa_handler = on_stop}; /* no SA_RESTART: accept returns EINTR */
+    sigaction(SIGTERM, &stop, NULL);
+    sigaction(SIGINT, &stop, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    int fd = socket(AF_INET6, SOCK_STREAM, 0);
+    int family = AF_INET6;
+    if (fd < 0) {
+        fd = socket(AF_INET, SOCK_STREAM, 0);
+        family = AF_INET;
+    }
+    int yes = 1, no = 0;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    int bound;
+    if (family == AF_INET6) {
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &no, sizeof no);
+        struct sockaddr_in6 addr = {.sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port)};
+        addr.sin6_addr = in6addr_any;
+        bound = bind(fd, (struct sockaddr *)&addr, sizeof addr);
+    } else {
+        struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+        addr.sin_addr.s_addr = htonl(INADDR_ANY);
+        bound = bind(fd, (struct sockaddr *)&addr, sizeof addr);
+    }
+    if (bound < 0 || listen(fd, 64) < 0) {
+        perror("http-test: listen");
+        return 1;
+    }
+    printf("http-test listening on :%d as %s (ready=%d)\n", port, hostname, ready);
+    fflush(stdout);
+    struct timeval timeout = {.tv_sec = 2};
+    while (!stopping) {
+        int client = accept(fd, NULL, NULL);
+        if (client < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            perror("http-test: accept");
+            continue;
+        }
+        setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+        setsockopt(client, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
+        serve(client, hostname);
+        close(client);
+    }
+    printf("http-test stopping\n");
+    return 0;
+}

@@ -318,6 +318,25 @@ mod tests {
     }
 
     #[test]
+    fn deploy_args_parse() {
+        let line = test_support::deploy::destination_pod_command("destination");
+        let (args, normalised) = GO_FLAGS
+            .try_parse::<Args, _, _>(line.iter().cloned())
+            .unwrap_or_else(|e| panic!("{line:?}: {e}"));
+        assert_eq!(args.addr.port(), 8086);
+        assert_eq!(args.admin_addr.port(), 9996);
+        assert_eq!(
+            args.translator_config()
+                .expect("config")
+                .controller_namespace,
+            "linkerd"
+        );
+        assert_eq!(normalised.ignored.len(), 1);
+        // The chart's list, as unit-tested above, is what deploy/ runs.
+        assert_eq!(line, CHART_ARGS[..CHART_ARGS.len() - 1]);
+    }
+
+    #[test]
     fn every_flag_of_the_original_is_accepted() {
         let args = parse(&[
             "destination",

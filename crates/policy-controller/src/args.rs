@@ -130,6 +130,15 @@ mod tests {
         assert!(Args::try_parse_from(["policy-controller", "--default-policy=nope"]).is_err());
     }
 
+    #[test]
+    fn deploy_args_parse() {
+        let line = test_support::deploy::destination_pod_command("policy");
+        assert_eq!(line[0], "/linkerd-policy-controller");
+        let args = Args::try_parse_from(&line).unwrap_or_else(|e| panic!("{line:?}: {e}"));
+        assert_eq!(args.admin_addr.port(), 9990);
+        assert_eq!(args.probe_networks.len(), 2);
+    }
+
     /// The `policy` container of the Linkerd 2.20 chart (`command:
     /// ["/linkerd-policy-controller"]`), with `disableIPv6` true (the
     /// default, `0.0.0.0`) and false (`[::]`), and `:PORT`.

@@ -118,6 +118,24 @@ mod tests {
     }
 
     #[test]
+    fn deploy_args_parse() {
+        let line = test_support::deploy::destination_pod_command("sp-validator");
+        assert_eq!(
+            line,
+            [
+                "sp-validator",
+                "-log-level=info",
+                "-log-format=plain",
+                "-enable-pprof=false"
+            ]
+        );
+        let (args, _) = GO_FLAGS
+            .try_parse::<Args, _, _>(line.iter().cloned())
+            .unwrap_or_else(|e| panic!("{line:?}: {e}"));
+        assert_eq!((args.addr.port(), args.admin_addr.port()), (8443, 9997));
+    }
+
+    #[test]
     fn every_flag_of_the_original_and_meridian_s_own() {
         let (args, normalised) = parse(&[
             "sp-validator",

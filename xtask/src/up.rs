@@ -207,7 +207,7 @@ async fn wait_ready(name: &str, admin: &str) -> anyhow::Result<()> {
     bail!("{name} was not ready after 60s: {last}")
 }
 
-/// The webhook configurations of `deploy/`, pointed at the local processes
+/// The webhook configurations of `deploy/base/`, pointed at the local processes
 /// (see `local_cluster::webhooks`).
 fn local_webhook_configs(ca_pem: &str) -> anyhow::Result<String> {
     let mut docs = Vec::new();
@@ -215,7 +215,7 @@ fn local_webhook_configs(ca_pem: &str) -> anyhow::Result<String> {
         ("sp-validator-webhook.yaml", 8443),
         ("policy-validator-webhook.yaml", 9443),
     ] {
-        let path = workspace_root().join("deploy").join(file);
+        let path = workspace_root().join("deploy/base").join(file);
         let text = std::fs::read_to_string(&path)
             .with_context(|| format!("reading {}", path.display()))?;
         let url = format!("https://127.0.0.1:{port}/");

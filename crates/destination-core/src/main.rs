@@ -1,7 +1,7 @@
-//! `destination`: parses flags and runs [`destination_core::runtime`].
+//! `destination`: parses flags (Meridian's, and the original's Go-style
+//! ones as the Linkerd chart passes them) and runs [`destination_core::runtime`].
 
-use clap::Parser;
-use destination_core::runtime::Args;
+use destination_core::runtime::{Args, GO_FLAGS};
 
 // jemalloc: less fragmentation than glibc's allocator under many small,
 // long-lived per-stream allocations, and faster multi-threaded allocation.
@@ -10,7 +10,8 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+    let (args, normalised) = GO_FLAGS.parse::<Args>();
     args.log.init()?;
+    normalised.log_ignored();
     destination_core::runtime::run(args).await
 }

@@ -3,10 +3,13 @@
 
 use std::{net::SocketAddr, sync::Arc, time::Duration};
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::{ArgAction, Parser};
 use k8s_index::{IndexMetrics, resources};
-use meridian_runtime::{AdminServer, KubeClientArgs, LogArgs, Readiness, Shutdown};
+use meridian_runtime::{
+    AdminServer, GoFlag, GoFlagKind, GoFlagMeaning, GoFlagSet, KubeClientArgs, LogArgs, Readiness,
+    Shutdown, goflags::LOG_FLAGS, parse_listen_addr,
+};
 use parking_lot::RwLock;
 use prometheus_client::registry::Registry;
 
@@ -17,7 +20,9 @@ use crate::{
     server::{DestinationRouter, DestinationService},
 };
 
-/// Flags of `destination`. Names and defaults follow the original controller.
+/// Flags of `destination`. Names and defaults follow the original controller;
+/// its Go-style spellings (`-addr=:8086`, `-enable-ipv6=false`, …) are read
+/// through [`GO_FLAGS`].
 #[derive(Clone, Debug, Parser)]
 #[command(
     name = "destination",
@@ -31,16 +36,18 @@ pub struct Args {
     #[command(flatten)]
     pub kube: KubeClientArgs,
 
-    /// gRPC address (plaintext h2c, as proxies and `linkerd diagnostics` expect).
-    #[arg(long, env = "DESTINATION_ADDR", default_value = "0.0.0.0:8086")]
+    /// gRPC address (plaintext h2c, as proxies and `linkerd diagnostics`
+    /// expect): `:PORT` (every interface), `HOST:PORT` or `[IPV6]:PORT`.
+    #[arg(long, env = "DESTINATION_ADDR", default_value = ":8086", value_parser = parse_listen_addr)]
     pub addr: SocketAddr,
 
-    /// Admin server address (/live, /ready, /metrics).
+    /// Admin server address (/live, /ready, /ping, /metrics); the original's `-metrics-addr`.
     #[arg(
         long,
         alias = "metrics-addr",
         env = "DESTINATION_ADMIN_ADDR",
-        default_value = "0.0.0.0:9996"
+        default_value = ":9996",
+        value_parser = parse_listen_addr
     )]
     pub admin_addr: SocketAddr,
 
@@ -56,7 +63,7 @@ pub struct Args {
     #[arg(long, action = ArgAction::Set, default_value_t = true)]
     pub enable_h2_upgrade: bool,
 
-    /// Read EndpointSlices (the only supported source; `false` is refused).
+    /// Read EndpointSlices (the only source Meridian reads; `false` is logged and ignored).
     #[arg(long, action = ArgAction::Set, default_value_t = true)]
     pub enable_endpoint_slices: bool,
 
@@ -98,6 +105,60 @@ pub struct Args {
     pub policy_addr: String,
 }
 
+/// The original destination's flags (`controller/cmd/destination` and
+/// `pkg/flags` of Linkerd 2.20), as its Helm chart passes them.
+pub const GO_FLAGS: GoFlagSet = GoFlagSet {
+    program: "destination",
+    flags: &[
+        GoFlag::same("addr", GoFlagKind::Value),
+        GoFlag {
+            name: "metrics-addr",
+            kind: GoFlagKind::Value,
+            meaning: GoFlagMeaning::Rename("admin-addr"),
+        },
+        GoFlag::same("kubeconfig", GoFlagKind::Value),
+        GoFlag::same("controller-namespace", GoFlagKind::Value),
+        GoFlag::same("outbound-transport-mode", GoFlagKind::Value),
+        GoFlag::same("enable-h2-upgrade", GoFlagKind::Bool),
+        GoFlag::same("enable-endpoint-slices", GoFlagKind::Bool),
+        GoFlag::same("enable-ipv6", GoFlagKind::Bool),
+        GoFlag::same("identity-trust-domain", GoFlagKind::Value),
+        GoFlag::same("cluster-domain", GoFlagKind::Value),
+        GoFlag::same("default-opaque-ports", GoFlagKind::Value),
+        GoFlag::same("stream-queue-capacity", GoFlagKind::Value),
+        GoFlag::same("ext-endpoint-zone-weights", GoFlagKind::Bool),
+        // The name of the zone-weights flag before Linkerd 2.15.
+        GoFlag {
+            name: "experimental-endpoint-zone-weights",
+            kind: GoFlagKind::Bool,
+            meaning: GoFlagMeaning::Rename("ext-endpoint-zone-weights"),
+        },
+        GoFlag::same("meshed-http2-client-params", GoFlagKind::Value),
+        GoFlag::ignored(
+            "enable-pprof",
+            GoFlagKind::Bool,
+            "Meridian has no pprof endpoints (Go runtime profiling)",
+        ),
+        GoFlag::ignored(
+            "export-queue-metrics",
+            GoFlagKind::Bool,
+            "Meridian has no external-workload controller queue",
+        ),
+        GoFlag::ignored(
+            "trace-collector",
+            GoFlagKind::Value,
+            "Meridian does not export OpenCensus traces",
+        ),
+        GoFlag {
+            name: "version",
+            kind: GoFlagKind::Bool,
+            meaning: GoFlagMeaning::Switch("version"),
+        },
+        LOG_FLAGS[0],
+        LOG_FLAGS[1],
+    ],
+};
+
 impl Args {
     /// The translator configuration the flags describe.
     pub fn translator_config(&self) -> anyhow::Result<TranslatorConfig> {
@@ -123,8 +184,11 @@ const STREAM_DRAIN_GRACE: Duration = Duration::from_secs(5);
 /// Runs the destination until SIGTERM/SIGINT.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     if !args.enable_endpoint_slices {
-        bail!(
-            "--enable-endpoint-slices=false is not supported: Meridian reads EndpointSlices only"
+        // The chart passes its `enableEndpointSlices` value; Endpoints are
+        // deprecated and Meridian reads EndpointSlices only.
+        tracing::warn!(
+            "-enable-endpoint-slices=false has no effect: Meridian reads EndpointSlices only \
+             (its ServiceAccount needs list/watch on discovery.k8s.io/endpointslices)"
         );
     }
     let config = Arc::new(args.translator_config().context("invalid flags")?);
@@ -197,4 +261,141 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     admin.context("admin server")?;
     tracing::info!("stopped");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Args {
+        let (args, _) = GO_FLAGS
+            .try_parse::<Args, _, _>(args.iter().copied())
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        args
+    }
+
+    /// The container args of `charts/linkerd-control-plane/templates/destination.yaml`
+    /// (Linkerd 2.20) with the chart's default values, and the optional ones.
+    const CHART_ARGS: &[&str] = &[
+        "destination",
+        "-addr=:8086",
+        "-controller-namespace=linkerd",
+        "-outbound-transport-mode=transport-header",
+        "-enable-h2-upgrade=true",
+        "-log-level=info",
+        "-log-format=plain",
+        "-enable-endpoint-slices=true",
+        "-cluster-domain=cluster.local",
+        "-identity-trust-domain=cluster.local",
+        "-default-opaque-ports=25,587,3306,4444,5432,6379,9300,11211",
+        "-enable-ipv6=false",
+        "-enable-pprof=false",
+        r#"--meshed-http2-client-params={"keep_alive":{"interval":{"seconds":10},"timeout":{"seconds":3},"while_idle":true}}"#,
+        "-stream-queue-capacity=250",
+    ];
+
+    #[test]
+    fn chart_args_parse() {
+        // As the image's entrypoint sees them (program name, then args) and
+        // with the chart's `destination` subcommand word in front.
+        for prefix in [&["destination"][..], &["/controller"]] {
+            let line: Vec<&str> = prefix.iter().chain(CHART_ARGS).copied().collect();
+            let (args, normalised) = GO_FLAGS
+                .try_parse::<Args, _, _>(line.iter().copied())
+                .unwrap_or_else(|e| panic!("{line:?}: {e}"));
+            assert_eq!(args.addr.port(), 8086);
+            assert!(args.addr.ip().is_unspecified());
+            assert_eq!(args.admin_addr.port(), 9996, "default admin address");
+            assert!(args.admin_addr.ip().is_unspecified());
+            assert_eq!(args.log.log_level, "info");
+            assert_eq!(args.stream_queue_capacity, 250);
+            let config = args.translator_config().expect("config");
+            assert_eq!(config.controller_namespace, "linkerd");
+            assert!(config.force_opaque_transport());
+            assert!(config.enable_h2_upgrade && !config.enable_ipv6);
+            assert!(config.default_opaque_ports.contains(11211));
+            assert!(config.meshed_http2_client_params.is_some());
+            assert_eq!(
+                normalised
+                    .ignored
+                    .iter()
+                    .map(|f| f.name)
+                    .collect::<Vec<_>>(),
+                ["enable-pprof"]
+            );
+        }
+    }
+
+    #[test]
+    fn deploy_args_parse() {
+        let line = test_support::deploy::destination_pod_command("destination");
+        let (args, normalised) = GO_FLAGS
+            .try_parse::<Args, _, _>(line.iter().cloned())
+            .unwrap_or_else(|e| panic!("{line:?}: {e}"));
+        assert_eq!(args.addr.port(), 8086);
+        assert_eq!(args.admin_addr.port(), 9996);
+        assert_eq!(
+            args.translator_config()
+                .expect("config")
+                .controller_namespace,
+            "linkerd"
+        );
+        assert_eq!(normalised.ignored.len(), 1);
+        // The chart's list, as unit-tested above, is what deploy/ runs.
+        assert_eq!(line, CHART_ARGS[..CHART_ARGS.len() - 1]);
+    }
+
+    #[test]
+    fn every_flag_of_the_original_is_accepted() {
+        let args = parse(&[
+            "destination",
+            "-metrics-addr=127.0.0.1:9000",
+            "-kubeconfig=/tmp/kubeconfig",
+            "-ext-endpoint-zone-weights",
+            "-experimental-endpoint-zone-weights=true",
+            "-export-queue-metrics=false",
+            "-trace-collector",
+            "collector.linkerd-jaeger:55678",
+            "-enable-pprof",
+            "-log-format=json",
+            "-log-level=debug",
+            "-version=false",
+        ]);
+        assert_eq!(args.admin_addr, "127.0.0.1:9000".parse().expect("addr"));
+        assert_eq!(
+            args.kube.kubeconfig.as_deref(),
+            Some(std::path::Path::new("/tmp/kubeconfig"))
+        );
+        assert!(args.ext_endpoint_zone_weights);
+        assert_eq!(args.log.log_format, meridian_runtime::LogFormat::Json);
+        let err = GO_FLAGS
+            .try_parse::<Args, _, _>(["destination", "-enable-turbo=true"])
+            .expect_err("not a flag");
+        assert!(
+            err.to_string()
+                .contains("flag provided but not defined: -enable-turbo"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn meridian_flags_still_parse() {
+        let args = parse(&[
+            "destination",
+            "--addr=[::1]:8086",
+            "--admin-addr",
+            "0.0.0.0:9996",
+            "--policy-addr=http://localhost:8090",
+            "--enable-ipv6=false",
+            "--kube-context=kind",
+        ]);
+        assert_eq!(args.addr, "[::1]:8086".parse().expect("addr"));
+        assert_eq!(args.admin_addr, "0.0.0.0:9996".parse().expect("addr"));
+        assert_eq!(args.kube.context.as_deref(), Some("kind"));
+        assert!(!args.enable_ipv6);
+        let err = GO_FLAGS
+            .try_parse::<Args, _, _>(["destination", "--addr=8086"])
+            .expect_err("no port");
+        assert!(err.to_string().contains("expected :PORT"), "{err}");
+    }
 }

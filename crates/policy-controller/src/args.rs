@@ -1,11 +1,12 @@
 //! Command-line flags of `policy-controller`. Names and defaults follow
-//! Linkerd's policy controller, so its manifests port unchanged.
+//! Linkerd's policy controller, so its manifests port unchanged; address
+//! flags take `:PORT`, `HOST:PORT` or `[IPV6]:PORT`.
 
 use std::net::SocketAddr;
 
 use clap::Parser;
 use ipnet::IpNet;
-use meridian_runtime::{KubeClientArgs, LogArgs};
+use meridian_runtime::{KubeClientArgs, LogArgs, parse_listen_addr};
 
 use crate::{core::DefaultPolicy, index::ClusterInfo};
 
@@ -23,15 +24,15 @@ pub struct Args {
     pub kube: KubeClientArgs,
 
     /// Admin server address (/live, /ready, /metrics).
-    #[arg(long, env = "POLICY_ADMIN_ADDR", default_value = "0.0.0.0:8080")]
+    #[arg(long, env = "POLICY_ADMIN_ADDR", default_value = "0.0.0.0:8080", value_parser = parse_listen_addr)]
     pub admin_addr: SocketAddr,
 
     /// Policy gRPC API address (plaintext h2c, as proxies expect).
-    #[arg(long, env = "POLICY_GRPC_ADDR", default_value = "0.0.0.0:8090")]
+    #[arg(long, env = "POLICY_GRPC_ADDR", default_value = "0.0.0.0:8090", value_parser = parse_listen_addr)]
     pub grpc_addr: SocketAddr,
 
     /// Admission webhook address (HTTPS).
-    #[arg(long, env = "POLICY_SERVER_ADDR", default_value = "0.0.0.0:9443")]
+    #[arg(long, env = "POLICY_SERVER_ADDR", default_value = "0.0.0.0:9443", value_parser = parse_listen_addr)]
     pub server_addr: SocketAddr,
 
     /// PEM private key of the admission webhook.
@@ -127,5 +128,56 @@ mod tests {
         assert_eq!(args.default_policy, DefaultPolicy::ClusterAuthenticated);
         assert_eq!(args.probe_networks.len(), 2);
         assert!(Args::try_parse_from(["policy-controller", "--default-policy=nope"]).is_err());
+    }
+
+    #[test]
+    fn deploy_args_parse() {
+        let line = test_support::deploy::destination_pod_command("policy");
+        assert_eq!(line[0], "/linkerd-policy-controller");
+        let args = Args::try_parse_from(&line).unwrap_or_else(|e| panic!("{line:?}: {e}"));
+        assert_eq!(args.admin_addr.port(), 9990);
+        assert_eq!(args.probe_networks.len(), 2);
+    }
+
+    /// The `policy` container of the Linkerd 2.20 chart (`command:
+    /// ["/linkerd-policy-controller"]`), with `disableIPv6` true (the
+    /// default, `0.0.0.0`) and false (`[::]`), and `:PORT`.
+    #[test]
+    fn chart_args_parse() {
+        for host in ["0.0.0.0", "[::]", ""] {
+            let args = Args::try_parse_from([
+                "/linkerd-policy-controller".to_string(),
+                format!("--admin-addr={host}:9990"),
+                "--control-plane-namespace=linkerd".into(),
+                format!("--grpc-addr={host}:8090"),
+                format!("--server-addr={host}:9443"),
+                "--server-tls-key=/var/run/linkerd/tls/tls.key".into(),
+                "--server-tls-certs=/var/run/linkerd/tls/tls.crt".into(),
+                "--cluster-networks=10.0.0.0/8,100.64.0.0/10,172.16.0.0/12,192.168.0.0/16,fd00::/8"
+                    .into(),
+                "--identity-domain=cluster.local".into(),
+                "--cluster-domain=cluster.local".into(),
+                "--default-policy=all-unauthenticated".into(),
+                "--log-level=linkerd=info,warn".into(),
+                "--log-format=plain".into(),
+                "--default-opaque-ports=25,587,3306,4444,5432,6379,9300,11211".into(),
+                "--global-egress-network-namespace=linkerd-egress".into(),
+                "--probe-networks=0.0.0.0/0,::/0".into(),
+            ])
+            .unwrap_or_else(|e| panic!("{host}: {e}"));
+            for (addr, port) in [
+                (args.admin_addr, 9990),
+                (args.grpc_addr, 8090),
+                (args.server_addr, 9443),
+            ] {
+                assert_eq!(addr.port(), port);
+                assert!(addr.ip().is_unspecified(), "{addr}");
+            }
+            assert_eq!(args.cluster_networks.len(), 5);
+            assert_eq!(args.probe_networks.len(), 2);
+            assert_eq!(args.log.log_level, "linkerd=info,warn");
+            assert_eq!(args.global_egress_network_namespace, "linkerd-egress");
+            assert_eq!(args.control_plane_namespace, "linkerd");
+        }
     }
 }

@@ -523,7 +523,7 @@ spec:
     );
 }
 
-/// The webhook's name in `deploy/policy-validator-webhook.yaml`.
+/// The webhook's name in `deploy/base/policy-validator-webhook.yaml`.
 const WEBHOOK: &str = "linkerd-policy-validator.linkerd.io";
 
 /// (manifest, what kubectl prints after "denied the request: ").

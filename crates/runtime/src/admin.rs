@@ -141,8 +141,11 @@ mod tests {
         pods.set(true);
         let (status, _) = get_text(router(state.clone()), "/ready").await;
         assert_eq!(status, StatusCode::OK);
-        let (status, body) = get_text(router(state), "/live").await;
+        let (status, body) = get_text(router(state.clone()), "/live").await;
         assert_eq!((status, body.as_str()), (StatusCode::OK, "live\n"));
+        // The original's liveness path and body (`pkg/admin`).
+        let (status, body) = get_text(router(state), "/ping").await;
+        assert_eq!((status, body.as_str()), (StatusCode::OK, "pong\n"));
     }
 
     #[tokio::test]

@@ -5,14 +5,20 @@
 //! way for an operator: the same log flags and formats, the same admin
 //! endpoints (`/live`, `/ready`, `/metrics`, plus `/ping` for the original's
 //! probes), the same readiness semantics and the same graceful shutdown.
+//! Address flags all read the same forms ([`addr`]), and binaries that the
+//! original's Helm chart starts read its Go-style flags ([`goflags`]).
 
+pub mod addr;
 pub mod admin;
+pub mod goflags;
 pub mod kube_client;
 pub mod logging;
 pub mod readiness;
 pub mod shutdown;
 
+pub use addr::parse_listen_addr;
 pub use admin::AdminServer;
+pub use goflags::{GoFlag, GoFlagSet, Kind as GoFlagKind, Meaning as GoFlagMeaning};
 pub use kube_client::KubeClientArgs;
 pub use logging::{LogArgs, LogFormat};
 pub use readiness::{DegradedHandle, Readiness, ReadyHandle};

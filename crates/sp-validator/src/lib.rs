@@ -1,11 +1,13 @@
 //! The ServiceProfile admission webhook (`sp-validator`) as a library: the
 //! validation rules and their plumbing into the shared [`admission`] server.
 //!
+//! - [`args`]: the binary's flags, the original's Go-style ones included;
 //! - [`validate`]: the rules and their messages;
 //! - [`decode`]: strict, Go-compatible decoding of `request.object`;
 //! - [`duration`]: Go's `time.ParseDuration`;
 //! - [`quantity`]: Kubernetes quantity syntax.
 
+pub mod args;
 pub mod decode;
 /// Go `time.ParseDuration` semantics (shared with the destination, which reads the same fields).
 pub use k8s_api::go_duration as duration;

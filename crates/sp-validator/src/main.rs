@@ -1,50 +1,27 @@
 //! `sp-validator`: the ServiceProfile validating admission webhook. Serves
 //! HTTPS on `--addr` with the certificate from `--tls-cert`/`--tls-key`
 //! (reloaded when the files change) and the admin endpoints on
-//! `--admin-addr`.
+//! `--admin-addr`. Flags: [`sp_validator::args`].
 
-use std::{net::SocketAddr, path::PathBuf, sync::Arc};
+use std::sync::Arc;
 
 use anyhow::Context as _;
-use clap::Parser;
-use meridian_runtime::{AdminServer, LogArgs, Readiness, Shutdown};
+use meridian_runtime::{AdminServer, Readiness, Shutdown};
 use prometheus_client::registry::Registry;
-use sp_validator::ServiceProfileValidator;
+use sp_validator::{
+    ServiceProfileValidator,
+    args::{Args, GO_FLAGS},
+};
 
 // jemalloc: cheaper allocation for the many short-lived JSON values of reviews.
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-#[derive(Debug, Parser)]
-#[command(
-    name = "sp-validator",
-    about = "Validates linkerd.io ServiceProfiles on admission"
-)]
-struct Args {
-    /// Address of the HTTPS webhook server.
-    #[arg(long, default_value = "0.0.0.0:8443")]
-    addr: SocketAddr,
-
-    /// Address of the admin server (/live, /ready, /metrics, /ping).
-    #[arg(long, default_value = "0.0.0.0:9997")]
-    admin_addr: SocketAddr,
-
-    /// PEM certificate chain served by the webhook.
-    #[arg(long, default_value = "/var/run/linkerd/tls/tls.crt")]
-    tls_cert: PathBuf,
-
-    /// PEM private key of the certificate.
-    #[arg(long, default_value = "/var/run/linkerd/tls/tls.key")]
-    tls_key: PathBuf,
-
-    #[command(flatten)]
-    log: LogArgs,
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+    let (args, normalised) = GO_FLAGS.parse::<Args>();
     args.log.init()?;
+    normalised.log_ignored();
     let shutdown = Shutdown::on_signals().context("installing signal handlers")?;
 
     let readiness = Readiness::default();

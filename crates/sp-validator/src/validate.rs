@@ -38,7 +38,7 @@ fn reference_rules(profile: &Profile) -> Result<(), String> {
     }
     for route in &profile.spec.routes {
         let Some(route) = route else {
-            return Err("has a nil route".into());
+            return Err("has a null route".into());
         };
         if route.name.is_empty() {
             return Err("has a route with no name".into());
@@ -456,7 +456,7 @@ mod tests {
     #[test]
     fn route_rules_in_order() {
         let cases = [
-            (json!([null]), "has a nil route"),
+            (json!([null]), "has a null route"),
             (
                 json!([{"condition": {"method": "GET"}}]),
                 "has a route with no name",
@@ -589,7 +589,7 @@ mod tests {
         // Routes are checked first.
         assert_eq!(
             denied(json!({"routes": [null], "retryBudget": {"retryRatio": -1, "ttl": ""}})),
-            "has a nil route"
+            "has a null route"
         );
     }
 

@@ -13,6 +13,7 @@
 //! Test helpers panic with a clear message on failure: that is how a test fails.
 #![allow(clippy::unwrap_used)]
 
+pub mod deploy;
 mod pods;
 pub mod process;
 mod shared;

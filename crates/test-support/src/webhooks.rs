@@ -1,4 +1,4 @@
-//! Registering a webhook of `deploy/` with the shared cluster for one test:
+//! Registering a webhook of `deploy/base/` with the shared cluster for one test:
 //! pointed at the server under test, trusted through the test's CA, and
 //! scoped to the test's namespace so parallel tests do not see it.
 
@@ -15,7 +15,7 @@ pub struct RegisteredWebhook<'a> {
 }
 
 impl TestEnv {
-    /// Registers the ValidatingWebhookConfiguration of `deploy/<manifest>`
+    /// Registers the ValidatingWebhookConfiguration of `deploy/base/<manifest>`
     /// for this test's namespace, calling `url` and trusting `ca_pem`.
     pub fn register_webhook(
         &self,
@@ -47,7 +47,7 @@ impl RegisteredWebhook<'_> {
 
     fn apply(&self, ca_pem: &str) -> String {
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../deploy")
+            .join("../../deploy/base")
             .join(&self.manifest);
         let text = std::fs::read_to_string(&path)
             .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));

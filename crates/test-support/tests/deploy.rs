@@ -1,40 +1,283 @@
-//! The manifests in `deploy/` are accepted by a real kube-apiserver.
+//! The kustomizations of `deploy/` build with the pinned kubectl, and what
+//! they build is accepted by a real kube-apiserver (server-side dry run):
+//! `deploy/` itself and every overlay. The rendered objects are checked for
+//! what the pod needs to start as the Linkerd 2.20 chart starts it, and the
+//! swap patches are tried against a live Deployment and webhook.
 
-use std::path::Path;
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+};
 
-use test_support::TestEnv;
+use serde_json::Value;
+use test_support::{SharedCluster, TestEnv};
+
+fn deploy_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy")
+}
+
+/// `kubectl kustomize <dir>` (stdout only), as JSON objects.
+fn kustomize(cluster: &SharedCluster, dir: &str) -> (String, Vec<Value>) {
+    let out = Command::new(cluster.kubectl_path())
+        .arg("kustomize")
+        .arg(deploy_dir().join(dir))
+        .output()
+        .expect("running kubectl kustomize");
+    let yaml = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "kubectl kustomize {dir}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let objects = serde_yaml::Deserializer::from_str(&yaml)
+        .map(|doc| serde::Deserialize::deserialize(doc).expect("rendered YAML"))
+        .collect();
+    (yaml, objects)
+}
+
+fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    objects
+        .iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name}"))
+}
+
+fn containers<'a>(pod: &'a Value, list: &str) -> Vec<&'a Value> {
+    pod[list].as_array().into_iter().flatten().collect()
+}
+
+fn container<'a>(pod: &'a Value, name: &str) -> &'a Value {
+    containers(pod, "containers")
+        .into_iter()
+        .chain(containers(pod, "initContainers"))
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no container {name}"))
+}
+
+fn strings(value: &Value) -> Vec<&str> {
+    value
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect()
+}
+
+/// What every variant must have: the chart's arguments, probes, ports and
+/// security settings, the hand-mounted token, labelled objects, no RBAC
+/// wildcard.
+fn check_common(dir: &str, objects: &[Value]) {
+    let sa = find(objects, "ServiceAccount", "linkerd-destination");
+    assert_eq!(
+        sa["metadata"]["labels"]["linkerd.io/control-plane-ns"], "linkerd",
+        "{dir}"
+    );
+    assert_eq!(
+        sa["metadata"]["labels"]["linkerd.io/control-plane-component"],
+        "destination"
+    );
+    for o in objects {
+        let kind = o["kind"].as_str().unwrap_or_default();
+        if kind == "ClusterRole" || kind == "Role" {
+            for rule in o["rules"].as_array().into_iter().flatten() {
+                for field in ["apiGroups", "resources", "verbs"] {
+                    assert!(
+                        !strings(&rule[field]).contains(&"*"),
+                        "{dir}: wildcard in {}",
+                        o["metadata"]["name"]
+                    );
+                }
+            }
+        }
+    }
+    for svc in [
+        "linkerd-dst",
+        "linkerd-dst-headless",
+        "linkerd-sp-validator",
+        "linkerd-policy",
+        "linkerd-policy-validator",
+    ] {
+        let svc = find(objects, "Service", svc);
+        assert_eq!(
+            svc["spec"]["selector"]["linkerd.io/control-plane-component"],
+            "destination"
+        );
+    }
+    find(objects, "PodDisruptionBudget", "linkerd-dst");
+    for hook in [
+        "linkerd-sp-validator-webhook-config",
+        "linkerd-policy-validator-webhook-config",
+    ] {
+        // The caBundle belongs to `cargo xtask certs` or cert-manager:
+        // a manifest holding one would reset it on every apply.
+        let hook = find(objects, "ValidatingWebhookConfiguration", hook);
+        assert!(hook["webhooks"][0]["clientConfig"]["caBundle"].is_null());
+    }
+
+    let deployment = find(objects, "Deployment", "linkerd-destination");
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(pod["automountServiceAccountToken"], false);
+    assert_eq!(pod["serviceAccountName"], "linkerd-destination");
+    assert_eq!(
+        pod["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
+    let token = pod["volumes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|v| v["name"] == "kube-api-access")
+        .expect("kube-api-access volume");
+    assert_eq!(
+        token["projected"]["sources"][0]["serviceAccountToken"]["path"],
+        "token"
+    );
+
+    let destination = container(pod, "destination");
+    assert!(destination["command"].is_null(), "the image runs args[0]");
+    assert_eq!(
+        strings(&destination["args"])[..2],
+        ["destination", "-addr=:8086"]
+    );
+    let sp = container(pod, "sp-validator");
+    assert_eq!(
+        strings(&sp["args"]),
+        [
+            "sp-validator",
+            "-log-level=info",
+            "-log-format=plain",
+            "-enable-pprof=false"
+        ]
+    );
+    let policy = container(pod, "policy");
+    assert_eq!(strings(&policy["command"]), ["/linkerd-policy-controller"]);
+    assert_eq!(policy["env"][0]["name"], "HOSTNAME");
+    for (c, live, ready, port) in [
+        (destination, "/ping", "/ready", Value::from(9996)),
+        (sp, "/ping", "/ready", Value::from(9997)),
+        (policy, "/live", "/ready", Value::from("policy-admin")),
+    ] {
+        assert_eq!(c["livenessProbe"]["httpGet"]["path"], live, "{dir}");
+        assert_eq!(c["livenessProbe"]["httpGet"]["port"], port);
+        assert_eq!(c["readinessProbe"]["httpGet"]["path"], ready);
+        assert_eq!(c["readinessProbe"]["httpGet"]["port"], port);
+        let sc = &c["securityContext"];
+        assert_eq!(sc["runAsUser"], 2103);
+        assert_eq!(sc["readOnlyRootFilesystem"], true);
+        assert_eq!(sc["allowPrivilegeEscalation"], false);
+        assert_eq!(strings(&sc["capabilities"]["drop"]), ["ALL"]);
+        assert_eq!(sc["seccompProfile"]["type"], "RuntimeDefault");
+        let mounts: Vec<&str> = c["volumeMounts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|m| m["name"].as_str())
+            .collect();
+        assert!(mounts.contains(&"kube-api-access"), "{mounts:?}");
+        // Admin ports end in -admin (`linkerd diagnostics controller-metrics`).
+        let ports: Vec<&str> = c["ports"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p["name"].as_str())
+            .collect();
+        assert!(ports.iter().any(|p| p.ends_with("-admin")), "{ports:?}");
+        assert!(
+            c["image"]
+                .as_str()
+                .is_some_and(|i| i.starts_with("meridian/controller:")),
+            "{}",
+            c["image"]
+        );
+    }
+}
+
+/// The proxy sidecar: identity, policy workload with its variables
+/// defined first, native sidecar after proxy-init.
+fn check_proxy(objects: &[Value]) {
+    let deployment = find(objects, "Deployment", "linkerd-destination");
+    let pod = &deployment["spec"]["template"]["spec"];
+    let init: Vec<&str> = containers(pod, "initContainers")
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(init, ["linkerd-init", "linkerd-proxy"]);
+    let proxy = container(pod, "linkerd-proxy");
+    assert_eq!(proxy["restartPolicy"], "Always");
+    let env = proxy["env"].as_array().expect("proxy env");
+    let mut defined = Vec::new();
+    for var in env {
+        let name = var["name"].as_str().expect("env name");
+        let value = var["value"].as_str().unwrap_or_default();
+        for used in value.split("$(").skip(1) {
+            let used = used.split(')').next().unwrap_or_default();
+            assert!(
+                defined.contains(&used),
+                "{name} uses $({used}) before it is defined"
+            );
+        }
+        defined.push(name);
+    }
+    let value = |name: &str| {
+        env.iter()
+            .find(|v| v["name"] == name)
+            .unwrap_or_else(|| panic!("no {name}"))
+    };
+    assert_eq!(
+        value("LINKERD2_PROXY_POLICY_WORKLOAD")["value"],
+        "{\"ns\":\"$(_pod_ns)\", \"pod\":\"$(_pod_name)\"}\n"
+    );
+    assert_eq!(
+        value("LINKERD2_PROXY_INBOUND_PORTS")["value"],
+        "8086,8090,8443,9443,9990,9996,9997"
+    );
+    assert_eq!(
+        value("LINKERD2_PROXY_IDENTITY_TRUST_ANCHORS")["valueFrom"]["configMapKeyRef"]["name"],
+        "linkerd-identity-trust-roots"
+    );
+    let token = pod["volumes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|v| v["name"] == "linkerd-identity-token")
+        .expect("identity token volume");
+    assert_eq!(
+        token["projected"]["sources"][0]["serviceAccountToken"]["audience"],
+        "identity.l5d.io"
+    );
+    let ns = find(objects, "Namespace", "linkerd");
+    assert_eq!(
+        ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"],
+        "privileged"
+    );
+}
+
+#[test]
+fn the_kustomization_lists_every_crd() {
+    let kustomization =
+        std::fs::read_to_string(deploy_dir().join("kustomization.yaml")).expect("kustomization");
+    let mut missing = Vec::new();
+    for entry in std::fs::read_dir(deploy_dir().join("crds")).expect("deploy/crds") {
+        let name = entry
+            .expect("entry")
+            .file_name()
+            .to_string_lossy()
+            .into_owned();
+        if name.ends_with(".yaml") && !kustomization.contains(&format!("- crds/{name}\n")) {
+            missing.push(name);
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "add to deploy/kustomization.yaml: {missing:?}"
+    );
+}
 
 #[tokio::test]
 async fn deploy_manifests_apply_cleanly() {
     let env = TestEnv::new("deploy").await;
-    let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy");
-    let path = |p: &str| deploy.join(p).display().to_string();
     let cluster = env.cluster();
-
-    // Server-side: the Gateway API CRDs are too large for the
-    // last-applied annotation of a client-side apply.
-    let (ok, out) = cluster.kubectl(
-        &[
-            "apply",
-            "--server-side",
-            "--force-conflicts",
-            "-f",
-            &path("crds"),
-        ],
-        None,
-    );
-    assert!(ok, "CRDs: {out}");
-    let (ok, out) = cluster.kubectl(
-        &[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=30s",
-            "-f",
-            &path("crds"),
-        ],
-        None,
-    );
-    assert!(ok, "CRDs established: {out}");
+    cluster.ensure_crds();
 
     // A dry run persists nothing, so the objects in `linkerd` need the
     // namespace to exist for real.
@@ -42,17 +285,148 @@ async fn deploy_manifests_apply_cleanly() {
     assert!(ok || out.contains("AlreadyExists"), "namespace: {out}");
 
     // Server-side dry run: validated and admitted by the apiserver, not persisted.
-    for manifest in [
-        "destination.yaml",
-        "sp-validator-webhook.yaml",
-        "policy-validator-webhook.yaml",
+    for dir in [
+        ".",
+        "overlays/no-proxy",
+        "overlays/with-proxy",
+        "overlays/ha",
+        "overlays/cert-manager",
     ] {
-        let (ok, out) =
-            cluster.kubectl(&["apply", "--dry-run=server", "-f", &path(manifest)], None);
-        assert!(ok, "{manifest}: {out}");
+        let (yaml, objects) = kustomize(cluster, dir);
+        check_common(dir, &objects);
+        let pod = &find(&objects, "Deployment", "linkerd-destination")["spec"]["template"]["spec"];
+        match dir {
+            "overlays/with-proxy" | "overlays/ha" => check_proxy(&objects),
+            _ => assert!(pod["initContainers"].is_null(), "{dir}: no proxy"),
+        }
+        let hooks = [
+            "linkerd-sp-validator-webhook-config",
+            "linkerd-policy-validator-webhook-config",
+        ];
+        let (replicas, policy) = if dir == "overlays/ha" {
+            (3, "Fail")
+        } else {
+            (1, "Ignore")
+        };
+        let deployment = find(&objects, "Deployment", "linkerd-destination");
+        assert_eq!(deployment["spec"]["replicas"], replicas, "{dir}");
+        for hook in hooks {
+            let hook = find(&objects, "ValidatingWebhookConfiguration", hook);
+            assert_eq!(hook["webhooks"][0]["failurePolicy"], policy, "{dir}");
+            let inject = &hook["metadata"]["annotations"]["cert-manager.io/inject-ca-from"];
+            assert_eq!(inject.is_string(), dir == "overlays/cert-manager", "{dir}");
+        }
+        if dir == "overlays/ha" {
+            assert!(pod["affinity"]["podAntiAffinity"].is_object());
+        }
+        let crds = objects
+            .iter()
+            .filter(|o| o["kind"] == "CustomResourceDefinition")
+            .count();
+        assert_eq!(crds > 0, dir == ".", "{dir}: only deploy/ carries the CRDs");
+
+        let (ok, out) = cluster.kubectl(&["apply", "--dry-run=server", "-f", "-"], Some(&yaml));
+        assert!(ok, "{dir}: {out}");
     }
 
-    // Older API versions the original serves still apply.
+    check_swap(&env);
+    check_older_versions(&env);
+}
+
+/// The swap patches, tried (dry run) on a live Deployment and webhook
+/// configuration shaped like the chart's.
+fn check_swap(env: &TestEnv) {
+    let cluster = env.cluster();
+    let (_, objects) = kustomize(cluster, "overlays/with-proxy");
+    let mut deployment = find(&objects, "Deployment", "linkerd-destination").clone();
+    deployment["metadata"]["namespace"] = env.ns.clone().into();
+    for c in deployment["spec"]["template"]["spec"]["containers"]
+        .as_array_mut()
+        .expect("containers")
+    {
+        c["image"] = "cr.l5d.io/linkerd/controller:edge".into();
+    }
+    let (ok, out) = cluster.kubectl(&["create", "-f", "-"], Some(&deployment.to_string()));
+    assert!(ok, "live deployment: {out}");
+    let patch = deploy_dir().join("swap/deployment-patch.yaml");
+    let (ok, out) = cluster.kubectl(
+        &[
+            "patch",
+            "deployment",
+            "linkerd-destination",
+            "-n",
+            &env.ns,
+            "--patch-file",
+            &patch.display().to_string(),
+            "--dry-run=server",
+            "-o",
+            "json",
+        ],
+        None,
+    );
+    assert!(ok, "swap patch: {out}");
+    let patched: Value = serde_json::from_str(&out).expect("patched deployment");
+    let pod = &patched["spec"]["template"]["spec"];
+    for name in ["destination", "sp-validator", "policy"] {
+        assert_eq!(container(pod, name)["image"], "meridian/controller:dev");
+    }
+    // Everything else is the chart's: args, proxy, volumes.
+    assert_eq!(
+        container(pod, "destination")["args"],
+        container(&deployment["spec"]["template"]["spec"], "destination")["args"]
+    );
+    assert_eq!(
+        container(pod, "linkerd-proxy")["image"],
+        "cr.l5d.io/linkerd/proxy:LINKERD_VERSION"
+    );
+
+    // The webhook: a copy under this test's name that selects no namespace.
+    let mut hook = find(
+        &objects,
+        "ValidatingWebhookConfiguration",
+        "linkerd-policy-validator-webhook-config",
+    )
+    .clone();
+    let name = format!("{}-policy-validator", env.ns);
+    hook["metadata"]["name"] = name.clone().into();
+    hook["webhooks"][0]["namespaceSelector"] =
+        serde_json::json!({"matchLabels": {"meridian.test/none": "none"}});
+    hook["webhooks"][0]["rules"][0]["resources"] = serde_json::json!(["*"]);
+    let (ok, out) = cluster.kubectl(&["create", "-f", "-"], Some(&hook.to_string()));
+    assert!(ok, "live webhook: {out}");
+    let patch = deploy_dir().join("swap/policy-webhook-patch.yaml");
+    let (ok, out) = cluster.kubectl(
+        &[
+            "patch",
+            "validatingwebhookconfiguration",
+            &name,
+            "--patch-file",
+            &patch.display().to_string(),
+            "--dry-run=server",
+            "-o",
+            "json",
+        ],
+        None,
+    );
+    let _ = cluster.kubectl(&["delete", "validatingwebhookconfiguration", &name], None);
+    assert!(ok, "webhook patch: {out}");
+    let patched: Value = serde_json::from_str(&out).expect("patched webhook");
+    assert_eq!(
+        strings(&patched["webhooks"][0]["rules"][0]["resources"]),
+        [
+            "authorizationpolicies",
+            "httproutes",
+            "meshtlsauthentications",
+            "networkauthentications",
+            "serverauthorizations",
+            "servers"
+        ]
+    );
+}
+
+/// Older API versions the original serves still apply.
+fn check_older_versions(env: &TestEnv) {
+    let cluster = env.cluster();
     let older = format!(
         "apiVersion: policy.linkerd.io/v1beta1\nkind: Server\nmetadata:\n  name: old\n  namespace: {ns}\nspec:\n  podSelector: {{matchLabels: {{app: web}}}}\n  port: 8080\n---\napiVersion: policy.linkerd.io/v1alpha1\nkind: HTTPRoute\nmetadata:\n  name: old\n  namespace: {ns}\nspec:\n  parentRefs: [{{group: policy.linkerd.io, kind: Server, name: old}}]\n",
         ns = env.ns

@@ -23,7 +23,7 @@ use kube::{
 use crate::{Index, IndexMetrics, SharedIndex, WatchTask};
 
 /// The label the meshed pods carry (the policy controller watches only those).
-pub const CONTROL_PLANE_NS_LABEL: &str = "linkerd.io/control-plane-ns";
+pub const CONTROL_PLANE_NS_LABEL: &str = k8s_api::labels::CONTROL_PLANE_NS;
 
 fn config() -> watcher::Config {
     // Any resourceVersion is fine for lists: the apiserver's watch cache

@@ -2,12 +2,14 @@
 //!
 //! - `cluster build|up|down|env|pin`: the local real Kubernetes control plane.
 //! - `bench <name>`: benchmarks (release builds) that print figures.
+//! - `certs`: webhook TLS Secrets and caBundles for a `deploy/` install.
 //! - `gen-crds`: writes `deploy/crds/` from the Rust types.
 //! - `images`: the container images, built locally (no registry needed).
 //! - `up`: the whole control plane locally, with sample workloads.
 //! - `test`: every test of the workspace (builds the control plane first).
 
 mod bench;
+mod certs;
 mod cluster;
 mod gen_crds;
 mod images;
@@ -32,6 +34,8 @@ enum Command {
     Cluster(cluster::ClusterCommand),
     /// Runs a benchmark in release mode and prints its figures (e.g. `bench destination`).
     Bench(bench::BenchArgs),
+    /// Creates the webhook TLS Secrets of a deploy/ install and sets the webhooks' caBundle.
+    Certs(certs::CertsArgs),
     /// Writes deploy/crds/ from the Rust CRD types.
     GenCrds,
     /// Builds the container images (base from Debian packages, pause, HTTP test, Meridian controller) with the local Docker daemon.
@@ -46,6 +50,7 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Cluster(command) => cluster::run(command),
         Command::Bench(args) => bench::run(args),
+        Command::Certs(args) => certs::run(args),
         Command::GenCrds => gen_crds::run(),
         Command::Images(args) => images::run(args),
         Command::Test(args) => test::run(args),

@@ -20,7 +20,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 /// Pod label naming the control plane that injected the pod's proxy.
-pub const LABEL_CONTROL_PLANE_NS: &str = "linkerd.io/control-plane-ns";
+pub const LABEL_CONTROL_PLANE_NS: &str = k8s_api::labels::CONTROL_PLANE_NS;
 /// Pod label set by the Deployment controller.
 pub const LABEL_POD_TEMPLATE_HASH: &str = "pod-template-hash";
 /// Pod annotation listing opaque ports (numbers, ranges, named container ports).

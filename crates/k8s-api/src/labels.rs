@@ -1,7 +1,10 @@
 //! Linkerd's label and annotation names, defined once for every crate.
 
-/// The label of meshed pods: the namespace of their control plane.
+/// The label of meshed pods and control-plane objects: the namespace of
+/// their control plane.
 pub const CONTROL_PLANE_NS: &str = "linkerd.io/control-plane-ns";
+/// On control-plane objects: which component they belong to (`destination`).
+pub const CONTROL_PLANE_COMPONENT: &str = "linkerd.io/control-plane-component";
 
 /// Pod or Service annotation listing opaque ports (`"25,587,3000-3010"`).
 pub const OPAQUE_PORTS: &str = "config.linkerd.io/opaque-ports";

@@ -576,6 +576,60 @@ pub fn ensure_http_test(docker: &Docker, progress: &dyn Fn(&str)) -> Result<Imag
     ensure_static_image(docker, "http-test", HTTP_TEST_REPO, progress)
 }
 
+/// An image with the cluster's kubectl as entrypoint on the runtime base:
+/// tests run it as a pod to check that in-cluster clients reach the API
+/// through the `kubernetes` Service with their ServiceAccount token.
+pub fn ensure_kubectl_image(
+    docker: &Docker,
+    base: &Image,
+    kubectl: &Path,
+    progress: &dyn Fn(&str),
+) -> Result<Image, ImageError> {
+    let meta = fs::metadata(kubectl).map_err(io_err(format!("reading {}", kubectl.display())))?;
+    let modified = meta
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    let key = hash_key(&[
+        RECIPE.as_bytes(),
+        base.reference.as_bytes(),
+        kubectl.display().to_string().as_bytes(),
+        &meta.len().to_le_bytes(),
+        &modified.to_le_bytes(),
+    ]);
+    let mut image = Image::found("meridian/kubectl", &key);
+    let _lock = lock()?;
+    if docker.has_image(&image.reference) {
+        docker.tag(&image.reference, &image.dev)?;
+        return Ok(image);
+    }
+    let started = Instant::now();
+    progress(&format!(
+        "building {} on {}",
+        image.reference, base.reference
+    ));
+    let work = work_dir(&format!("kubectl-{key}"))?;
+    fs::copy(kubectl, work.join("kubectl")).map_err(io_err("copying kubectl"))?;
+    fs::write(
+        work.join("Dockerfile"),
+        format!(
+            "FROM {}\nCOPY kubectl /kubectl\nENTRYPOINT [\"/kubectl\"]\n",
+            base.reference
+        ),
+    )
+    .map_err(io_err("writing the Dockerfile"))?;
+    run(docker
+        .command()
+        .args(["build", "--quiet", "-t", &image.reference, "-t", &image.dev])
+        .arg(&work))?;
+    let _ = fs::remove_dir_all(&work);
+    image.built = true;
+    image.secs = started.elapsed().as_secs_f64();
+    Ok(image)
+}
+
 /// The binaries of the controller image: (name in the image, cargo binary).
 pub const CONTROLLER_BINARIES: &[(&str, &str)] = &[
     ("controller", "controller"),

@@ -10,12 +10,16 @@
 //! `pods/status` subresource, as kwok does. EndpointSlices are then made by
 //! kube-controller-manager itself.
 //!
+//! [`RealNodeCluster`] is the other kind: a real node (containerd, kubelet,
+//! kube-proxy) where pods run real containers and probes.
+//!
 //! Test helpers panic with a clear message on failure: that is how a test fails.
 #![allow(clippy::unwrap_used)]
 
 pub mod deploy;
 mod pods;
 pub mod process;
+mod real_node;
 mod shared;
 mod wait;
 pub mod webhooks;
@@ -28,6 +32,7 @@ use kube::{Api, api::PostParams};
 pub use local_cluster::{LocalCa, ServingCert};
 pub use pods::PodSpecBuilder;
 pub use process::{ServerProcess, free_addr};
+pub use real_node::RealNodeCluster;
 pub use shared::SharedCluster;
 pub use wait::eventually;
 

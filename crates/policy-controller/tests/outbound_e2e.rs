@@ -620,3 +620,52 @@ async fn meridian_cli_prints_the_outbound_policy() {
     ]);
     assert!(!ok && out.contains("NotFound"), "{out}");
 }
+
+/// On SIGTERM, open streams end with `OK` (as the original's), not
+/// `CANCELLED`, and the process exits.
+#[tokio::test]
+async fn sigterm_ends_open_streams_with_ok() {
+    let env = TestEnv::new("outbound").await;
+    apply(&env, &env.ns, &service_yaml("web", ""));
+    env.cluster().ensure_crds();
+    let grpc = free_addr();
+    let admin = free_addr();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_policy-controller"))
+        .args([
+            format!("--kubeconfig={}", env.cluster().kubeconfig().display()),
+            format!("--grpc-addr={grpc}"),
+            format!("--admin-addr={admin}"),
+            format!("--control-plane-namespace={}", env.ns),
+            "--admission-controller-disabled".to_string(),
+        ])
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .expect("start the controller");
+    let authority = format!("web.{}.svc.cluster.local:80", env.ns);
+    let mut stream = eventually("a Watch", TIMEOUT, || {
+        let spec = by_authority(&env.ns, &authority);
+        async move {
+            let mut client = OutboundPoliciesClient::connect(format!("http://{grpc}"))
+                .await
+                .map_err(|e| e.to_string())?;
+            client.watch(spec).await.map_err(|s| s.to_string())
+        }
+    })
+    .await
+    .into_inner();
+    next_matching(&mut stream, "the first message", |_| true).await;
+    let signalled = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(signalled, "kill -TERM {}", child.id());
+    let end = tokio::time::timeout(TIMEOUT, stream.message())
+        .await
+        .expect("the stream ends");
+    assert!(matches!(end, Ok(None)), "the stream ends with OK: {end:?}");
+    let status = tokio::task::spawn_blocking(move || child.wait())
+        .await
+        .expect("join")
+        .expect("wait");
+    assert!(status.success(), "{status}");
+}

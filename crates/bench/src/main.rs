@@ -5,6 +5,7 @@
 mod common;
 mod destination;
 mod policy;
+mod policy_outbound;
 mod sp_validator;
 mod stats;
 
@@ -21,7 +22,8 @@ struct Cli {
 enum Bench {
     /// Get streams: memory per stream and update fan-out latency.
     Destination(destination::Args),
-    /// WatchPort streams: memory per stream and Server-change fan-out latency.
+    /// WatchPort and outbound Watch streams: memory per stream and
+    /// Server / HTTPRoute-change fan-out latency.
     Policy(policy::Args),
     /// AdmissionReviews over TLS: reviews per second and latency.
     SpValidator(sp_validator::Args),

@@ -9,6 +9,10 @@
 //! that Server's pods has received the new policy — measured from the
 //! write, and from when our own watch of Servers saw the change (so the
 //! apiserver's share can be told apart from the controller's).
+//!
+//! Then the outbound part ([`crate::policy_outbound`]) runs against the
+//! same controller: `OutboundPolicies.Watch` streams over Services and
+//! HTTPRoute-change fan-out.
 
 use std::{
     path::PathBuf,
@@ -56,6 +60,8 @@ pub struct Args {
     /// The `policy-controller` binary to benchmark.
     #[arg(long)]
     policy_bin: PathBuf,
+    #[command(flatten)]
+    outbound: crate::policy_outbound::Args,
 }
 
 fn server_name(g: usize) -> String {
@@ -198,6 +204,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         per_group.first().copied().unwrap_or_default()
     );
     fan_out.print("Server");
+    crate::policy_outbound::run(&args.outbound, &client, grpc_addr, args.connections, pid).await?;
     controller.stop(Duration::from_secs(5));
     drop(cluster);
     let _ = std::fs::remove_dir_all(&work_dir);

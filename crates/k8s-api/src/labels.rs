@@ -29,6 +29,27 @@ pub const FAILURE_ACCRUAL_MIN_PENALTY: &str =
 pub const FAILURE_ACCRUAL_JITTER_RATIO: &str =
     "balancer.linkerd.io/failure-accrual-consecutive-jitter-ratio";
 
+/// Unified accrual: the success rate below which an endpoint is ejected
+/// (0-1, default 0.8; 0 turns the success-rate dimension off).
+pub const FAILURE_ACCRUAL_SUCCESS_RATE_THRESHOLD: &str =
+    "balancer.alpha.linkerd.io/failure-accrual-success-rate-threshold";
+/// Unified accrual: the success-rate window (default 10s).
+pub const FAILURE_ACCRUAL_SUCCESS_RATE_WINDOW: &str =
+    "balancer.alpha.linkerd.io/failure-accrual-success-rate-window";
+/// Unified accrual: requests in the window before it can trip (default 5).
+pub const FAILURE_ACCRUAL_SUCCESS_RATE_MIN_REQUESTS: &str =
+    "balancer.alpha.linkerd.io/failure-accrual-success-rate-min-requests";
+/// Unified accrual: whether the backoff honors `Retry-After`.
+pub const FAILURE_ACCRUAL_HONOR_RETRY_AFTER: &str =
+    "balancer.alpha.linkerd.io/failure-accrual-honor-retry-after";
+/// Whether the balancer penalizes failing endpoints' load estimate.
+pub const PENALIZE_FAILURES: &str = "balancer.alpha.linkerd.io/penalize-failures";
+/// The load penalty of a failure (default 5s).
+pub const LOAD_BIASER_PENALTY: &str = "balancer.alpha.linkerd.io/load-biaser-penalty";
+/// The ceiling of a `Retry-After` hint in the load estimate (default 5m).
+pub const LOAD_BIASER_MAX_RETRY_AFTER: &str =
+    "balancer.alpha.linkerd.io/load-biaser-max-retry-after";
+
 /// Route or Service annotation: request timeout.
 pub const TIMEOUT_REQUEST: &str = "timeout.linkerd.io/request";
 /// Route or Service annotation: response timeout.

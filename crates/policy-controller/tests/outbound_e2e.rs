@@ -549,3 +549,123 @@ spec:
     // A valid route is admitted.
     apply(&env, ns, &route_yaml("ok", ns, API_RULE));
 }
+
+/// `meridian-cli policy svc/<name> <port>` prints the outbound policy, as
+/// `linkerd diagnostics policy` does. The CLI belongs to another crate:
+/// the test runs it when it was built (`cargo build --bin meridian-cli`).
+#[tokio::test]
+async fn meridian_cli_prints_the_outbound_policy() {
+    let Some(cli) = std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.parent()?.join("meridian-cli")))
+        .filter(|p| p.exists())
+    else {
+        eprintln!("meridian-cli is not built; skipping");
+        return;
+    };
+    let env = TestEnv::new("outbound").await;
+    apply(&env, &env.ns, &service_yaml("web", ""));
+    let grpc = free_addr();
+    let admin = free_addr();
+    let args = vec![
+        format!("--kubeconfig={}", env.cluster().kubeconfig().display()),
+        format!("--grpc-addr={grpc}"),
+        format!("--admin-addr={admin}"),
+        format!("--control-plane-namespace={}", env.ns),
+        "--admission-controller-disabled".to_string(),
+    ];
+    env.cluster().ensure_crds();
+    let _process = ServerProcess::start(
+        env!("CARGO_BIN_EXE_policy-controller").as_ref(),
+        &args,
+        admin,
+    )
+    .await;
+    let run = |args: Vec<String>| {
+        let out = std::process::Command::new(&cli)
+            .args(&args)
+            .output()
+            .expect("run meridian-cli");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).to_string()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let addr = format!("http://{grpc}");
+    let out = eventually("the Service policy", TIMEOUT, || {
+        let (ok, out) = run(vec![
+            "policy".into(),
+            "svc/web".into(),
+            "80".into(),
+            "-n".into(),
+            env.ns.clone(),
+            format!("--policy-addr={addr}"),
+        ]);
+        async move { if ok { Ok(out) } else { Err(out) } }
+    })
+    .await;
+    assert!(out.contains("Detect"), "{out}");
+    assert!(
+        out.contains(&format!("web.{}.svc.cluster.local:80", env.ns)),
+        "{out}"
+    );
+    let (ok, out) = run(vec![
+        "policy".into(),
+        "svc/nope".into(),
+        "80".into(),
+        "-n".into(),
+        env.ns.clone(),
+        format!("--policy-addr={addr}"),
+    ]);
+    assert!(!ok && out.contains("NotFound"), "{out}");
+}
+
+/// On SIGTERM, open streams end with `OK` (as the original's), not
+/// `CANCELLED`, and the process exits.
+#[tokio::test]
+async fn sigterm_ends_open_streams_with_ok() {
+    let env = TestEnv::new("outbound").await;
+    apply(&env, &env.ns, &service_yaml("web", ""));
+    env.cluster().ensure_crds();
+    let grpc = free_addr();
+    let admin = free_addr();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_policy-controller"))
+        .args([
+            format!("--kubeconfig={}", env.cluster().kubeconfig().display()),
+            format!("--grpc-addr={grpc}"),
+            format!("--admin-addr={admin}"),
+            format!("--control-plane-namespace={}", env.ns),
+            "--admission-controller-disabled".to_string(),
+        ])
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .expect("start the controller");
+    let authority = format!("web.{}.svc.cluster.local:80", env.ns);
+    let mut stream = eventually("a Watch", TIMEOUT, || {
+        let spec = by_authority(&env.ns, &authority);
+        async move {
+            let mut client = OutboundPoliciesClient::connect(format!("http://{grpc}"))
+                .await
+                .map_err(|e| e.to_string())?;
+            client.watch(spec).await.map_err(|s| s.to_string())
+        }
+    })
+    .await
+    .into_inner();
+    next_matching(&mut stream, "the first message", |_| true).await;
+    let signalled = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(signalled, "kill -TERM {}", child.id());
+    let end = tokio::time::timeout(TIMEOUT, stream.message())
+        .await
+        .expect("the stream ends");
+    assert!(matches!(end, Ok(None)), "the stream ends with OK: {end:?}");
+    let status = tokio::task::spawn_blocking(move || child.wait())
+        .await
+        .expect("join")
+        .expect("wait");
+    assert!(status.success(), "{status}");
+}

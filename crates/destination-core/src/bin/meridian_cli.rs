@@ -3,7 +3,9 @@
 //! `meridian-cli get <authority>` opens a `Destination.Get` stream and prints
 //! every Add / Remove / NoEndpoints as it arrives, followed by the current
 //! endpoint set as a table. `meridian-cli profile <authority>` prints each
-//! `GetProfile` update.
+//! `GetProfile` update. `meridian-cli policy svc/<name> <port>` (or
+//! `po/<pod> <port>`) prints what a proxy gets from the policy controller,
+//! as `linkerd diagnostics policy` does.
 
 use std::{
     collections::BTreeMap,
@@ -60,6 +62,26 @@ enum Command {
         #[arg(long)]
         seconds: Option<u64>,
     },
+    /// Prints the outbound policy of a Service port (svc/<name>) or the
+    /// inbound policy of a pod port (po/<pod>), from the policy controller.
+    Policy {
+        /// `svc/<name>` or `po/<name>`.
+        resource: String,
+        port: u16,
+        /// Namespace of the resource.
+        #[arg(short = 'n', long, default_value = "default")]
+        namespace: String,
+        /// Source workload of outbound lookups (`<ns>:<pod>` or JSON).
+        #[arg(long, default_value = "default:diagnostics")]
+        token: String,
+        /// The policy controller's gRPC address.
+        #[arg(
+            long,
+            env = "MERIDIAN_POLICY_ADDR",
+            default_value = "http://127.0.0.1:8090"
+        )]
+        policy_addr: String,
+    },
 }
 
 #[tokio::main]
@@ -79,6 +101,16 @@ async fn main() -> anyhow::Result<()> {
             token,
             seconds,
         } => (Box::pin(profile(&cli.addr, authority, token)), seconds),
+        Command::Policy {
+            resource,
+            port,
+            namespace,
+            token,
+            policy_addr,
+        } => {
+            let lookup = policy(policy_addr, resource, port, namespace, token);
+            (Box::pin(lookup), None)
+        }
     };
     match seconds {
         // Running out of time is the normal end of a timed watch.
@@ -150,6 +182,60 @@ async fn get(addr: &str, path: String, token: String) -> anyhow::Result<()> {
         print_table(&path, &current);
     }
     println!("stream ended");
+    Ok(())
+}
+
+/// One policy lookup: `svc/<name>` asks `OutboundPolicies.Get` for
+/// `<name>.<ns>.svc:<port>`, `po/<name>` asks `GetPort` for `<ns>:<name>`.
+async fn policy(
+    addr: String,
+    resource: String,
+    port: u16,
+    namespace: String,
+    token: String,
+) -> anyhow::Result<()> {
+    use linkerd2_proxy_api::{inbound, outbound};
+    let channel = tonic::transport::Endpoint::from_shared(addr.clone())
+        .with_context(|| format!("invalid address {addr}"))?
+        .connect()
+        .await
+        .with_context(|| format!("connecting to {addr}"))?;
+    let policy_error = |status: tonic::Status| {
+        anyhow::anyhow!(
+            "policy API error: {:?}: {}",
+            status.code(),
+            status.message()
+        )
+    };
+    match resource.split_once('/') {
+        Some(("svc" | "service" | "services", name)) => {
+            let mut client =
+                outbound::outbound_policies_client::OutboundPoliciesClient::new(channel);
+            let spec = outbound::TrafficSpec {
+                source_workload: token,
+                target: Some(outbound::traffic_spec::Target::Authority(format!(
+                    "{name}.{namespace}.svc:{port}"
+                ))),
+            };
+            let policy = client.get(spec).await.map_err(policy_error)?.into_inner();
+            println!("{policy:#?}");
+        }
+        Some(("po" | "pod" | "pods", name)) => {
+            let mut client =
+                inbound::inbound_server_policies_client::InboundServerPoliciesClient::new(channel);
+            let spec = inbound::PortSpec {
+                workload: format!("{namespace}:{name}"),
+                port: u32::from(port),
+            };
+            let server = client
+                .get_port(spec)
+                .await
+                .map_err(policy_error)?
+                .into_inner();
+            println!("{server:#?}");
+        }
+        _ => anyhow::bail!("resource must be svc/<name> or po/<name>, not {resource:?}"),
+    }
     Ok(())
 }
 

@@ -186,6 +186,32 @@ pub struct Backoff {
 pub enum FailureAccrual {
     /// Eject after `max_failures` consecutive failures.
     Consecutive { max_failures: u32, backoff: Backoff },
+    /// Consecutive failures or a low success rate, whichever trips first.
+    Unified {
+        max_failures: u32,
+        backoff: Backoff,
+        success_rate: SuccessRate,
+    },
+}
+
+/// The success-rate dimension of unified failure accrual.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SuccessRate {
+    /// 0-1; 0 turns the dimension off.
+    pub threshold: f64,
+    /// The trailing window the rate is measured over.
+    pub window: Duration,
+    /// Requests in the window before it can trip.
+    pub min_requests: u32,
+}
+
+/// The balancer's failure penalty (`penalize-failures`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoadBiaser {
+    /// Added to a failing endpoint's load estimate.
+    pub penalty: Duration,
+    /// Ceiling of a `Retry-After` hint.
+    pub max_retry_after: Duration,
 }
 
 /// Everything a proxy is told about one Service port, for clients of one
@@ -199,6 +225,10 @@ pub struct OutboundPolicy {
     pub authority: String,
     pub app_protocol: Option<AppProtocol>,
     pub accrual: Option<FailureAccrual>,
+    /// The balancer's failure penalty, if turned on.
+    pub load_biaser: Option<LoadBiaser>,
+    /// Whether the accrual backoff honors `Retry-After` (unified only).
+    pub honor_retry_after: bool,
     /// Service-wide HTTP retries (rules without their own use these).
     pub http_retry: Option<RouteRetry<HttpRetryCondition>>,
     /// Service-wide gRPC retries.

@@ -20,9 +20,9 @@ use super::convert::{
 };
 use crate::core::{
     outbound::{
-        AppProtocol, Backend, FailureAccrual, GrpcRetryCondition, GrpcRoute, GrpcRouteMatch,
-        HttpRetryCondition, HttpRoute, OutboundPolicy, RouteId, RouteRetry, RouteTimeouts,
-        WeightedService, ordered,
+        AppProtocol, Backend, Backoff, FailureAccrual, GrpcRetryCondition, GrpcRoute,
+        GrpcRouteMatch, HttpRetryCondition, HttpRoute, LoadBiaser, OutboundPolicy, RouteId,
+        RouteRetry, RouteTimeouts, WeightedService, ordered,
     },
     routes::{Filter, HeaderMatch},
 };
@@ -77,7 +77,7 @@ fn peak_ewma() -> backend::balance_p2c::Load {
     })
 }
 
-fn balancer(meta: Metadata, path: &str) -> proto::Backend {
+fn balancer(meta: Metadata, path: &str, load: backend::balance_p2c::Load) -> proto::Backend {
     proto::Backend {
         metadata: Some(meta),
         queue: Some(queue()),
@@ -89,7 +89,7 @@ fn balancer(meta: Metadata, path: &str) -> proto::Backend {
                     },
                 )),
             }),
-            load: Some(peak_ewma()),
+            load: Some(load),
         })),
     }
 }
@@ -99,11 +99,21 @@ pub fn to_outbound_policy(
     policy: &OutboundPolicy,
     allow_l5d_request_headers: bool,
 ) -> proto::OutboundPolicy {
+    let load = service_load(policy.load_biaser.as_ref());
+    // The penalty applies to HTTP and gRPC only: an opaque Service's own
+    // backend keeps the plain estimator.
+    let default_load = match policy.app_protocol {
+        Some(AppProtocol::Opaque | AppProtocol::Unknown(_)) => peak_ewma(),
+        _ => load,
+    };
     let default_backend = balancer(
         service_meta(&policy.namespace, &policy.name, policy.port.get()),
         &policy.authority,
+        default_load,
     );
-    let accrual = policy.accrual.map(failure_accrual);
+    let accrual = policy
+        .accrual
+        .map(|a| failure_accrual(a, policy.honor_retry_after));
     let http = |routes: &std::collections::BTreeMap<RouteId, HttpRoute>| {
         let mut list: Vec<_> = ordered(routes)
             .into_iter()
@@ -169,24 +179,61 @@ pub fn to_outbound_policy(
     }
 }
 
-fn failure_accrual(accrual: FailureAccrual) -> proto::FailureAccrual {
-    let FailureAccrual::Consecutive {
-        max_failures,
-        backoff,
-    } = accrual;
-    proto::FailureAccrual {
-        kind: Some(proto::failure_accrual::Kind::ConsecutiveFailures(
+fn backoff(b: &Backoff, respect_retry_after_hint: bool) -> proto::ExponentialBackoff {
+    proto::ExponentialBackoff {
+        min_backoff: duration(b.min_penalty),
+        max_backoff: duration(b.max_penalty),
+        jitter_ratio: b.jitter,
+        respect_retry_after_hint,
+    }
+}
+
+/// Consecutive accrual never acts on `Retry-After`; unified accrual does
+/// when the Service asks.
+fn failure_accrual(accrual: FailureAccrual, honor_retry_after: bool) -> proto::FailureAccrual {
+    let kind = match accrual {
+        FailureAccrual::Consecutive {
+            max_failures,
+            backoff: b,
+        } => proto::failure_accrual::Kind::ConsecutiveFailures(
             proto::failure_accrual::ConsecutiveFailures {
                 max_failures,
-                backoff: Some(proto::ExponentialBackoff {
-                    min_backoff: duration(backoff.min_penalty),
-                    max_backoff: duration(backoff.max_penalty),
-                    jitter_ratio: backoff.jitter,
-                    respect_retry_after_hint: false,
-                }),
+                backoff: Some(backoff(&b, false)),
             },
-        )),
+        ),
+        FailureAccrual::Unified {
+            max_failures,
+            backoff: b,
+            success_rate,
+        } => proto::failure_accrual::Kind::Unified(proto::failure_accrual::Unified {
+            success_rate_threshold: success_rate.threshold,
+            // The field named `decay` holds the window length.
+            decay: duration(success_rate.window),
+            min_requests: success_rate.min_requests,
+            max_consecutive_failures: max_failures,
+            backoff: Some(backoff(&b, honor_retry_after)),
+        }),
+    };
+    proto::FailureAccrual {
+        kind: Some(kind),
         ejection: None,
+    }
+}
+
+/// The Service's load estimator: PeakEWMA, or its penalized form when the
+/// Service turns the load biaser on.
+fn service_load(biaser: Option<&LoadBiaser>) -> backend::balance_p2c::Load {
+    match biaser {
+        None => peak_ewma(),
+        Some(b) => {
+            backend::balance_p2c::Load::PenaltyPeakEwma(backend::balance_p2c::PenaltyPeakEwma {
+                default_rtt: duration(DEFAULT_RTT),
+                decay: duration(RTT_DECAY),
+                penalty: duration(b.penalty),
+                max_retry_after: duration(b.max_retry_after),
+                penalty_decay: duration(RTT_DECAY),
+            })
+        }
     }
 }
 
@@ -374,10 +421,12 @@ fn failing_backend(meta: Metadata) -> proto::Backend {
     }
 }
 
-fn usable_backend(svc: &WeightedService) -> proto::Backend {
+/// A route backend balances with the parent Service's estimator.
+fn usable_backend(svc: &WeightedService, policy: &OutboundPolicy) -> proto::Backend {
     balancer(
         service_meta(&svc.namespace, &svc.name, svc.port.get()),
         &svc.authority,
+        service_load(policy.load_biaser.as_ref()),
     )
 }
 
@@ -401,7 +450,7 @@ fn http_route(
                     let (weight, resolved) = resolve(b);
                     let backend = match resolved {
                         Resolved::Usable(svc) => RouteBackend {
-                            backend: Some(usable_backend(svc)),
+                            backend: Some(usable_backend(svc, policy)),
                             filters: svc.filters.iter().map(http_filter).collect(),
                             ..Default::default()
                         },
@@ -506,7 +555,7 @@ fn grpc_route(
                     let (weight, resolved) = resolve(b);
                     let backend = match resolved {
                         Resolved::Usable(svc) => RouteBackend {
-                            backend: Some(usable_backend(svc)),
+                            backend: Some(usable_backend(svc, policy)),
                             filters: svc.filters.iter().filter_map(grpc_filter).collect(),
                             ..Default::default()
                         },

@@ -22,6 +22,8 @@ fn policy(app_protocol: Option<AppProtocol>) -> OutboundPolicy {
         authority: "web.ns.svc.cluster.local:80".into(),
         app_protocol,
         accrual: None,
+        load_biaser: None,
+        honor_retry_after: false,
         http_retry: None,
         grpc_retry: None,
         timeouts: RouteTimeouts::default(),
@@ -332,4 +334,68 @@ fn fixed_answers() {
         route.rules[0].filters[0].kind,
         Some(proto::opaque_route::filter::Kind::Forbidden(_))
     ));
+}
+
+#[test]
+fn unified_accrual_and_load_biaser() {
+    let mut p = policy(None);
+    p.accrual = Some(FailureAccrual::Unified {
+        max_failures: 7,
+        backoff: crate::core::outbound::Backoff {
+            min_penalty: Duration::from_secs(1),
+            max_penalty: Duration::from_secs(60),
+            jitter: 0.5,
+        },
+        success_rate: crate::core::outbound::SuccessRate {
+            threshold: 0.8,
+            window: Duration::from_secs(10),
+            min_requests: 5,
+        },
+    });
+    p.honor_retry_after = true;
+    p.load_biaser = Some(LoadBiaser {
+        penalty: Duration::from_secs(5),
+        max_retry_after: Duration::from_secs(300),
+    });
+    let proxy_protocol::Kind::Detect(detect) = kind(&to_outbound_policy(&p, false)) else {
+        panic!("expected detect");
+    };
+    let http1 = detect.http1.expect("http1");
+    let Some(proto::failure_accrual::Kind::Unified(unified)) =
+        http1.failure_accrual.and_then(|a| a.kind)
+    else {
+        panic!("expected unified");
+    };
+    assert_eq!(unified.success_rate_threshold, 0.8);
+    assert_eq!(unified.decay, duration(Duration::from_secs(10)));
+    assert_eq!(
+        (unified.min_requests, unified.max_consecutive_failures),
+        (5, 7)
+    );
+    assert!(unified.backoff.is_some_and(|b| b.respect_retry_after_hint));
+    let backend = match http1.routes[0].rules[0]
+        .backends
+        .as_ref()
+        .and_then(|d| d.kind.clone())
+    {
+        Some(proto::http_route::distribution::Kind::FirstAvailable(f)) => {
+            f.backends[0].backend.clone()
+        }
+        _ => None,
+    };
+    let Some(backend::Kind::Balancer(p2c)) = backend.and_then(|b| b.kind) else {
+        panic!("balancer");
+    };
+    assert!(matches!(
+        p2c.load,
+        Some(backend::balance_p2c::Load::PenaltyPeakEwma(l)) if l.penalty == duration(Duration::from_secs(5))
+            && l.max_retry_after == duration(Duration::from_secs(300))
+            && l.penalty_decay == duration(Duration::from_secs(10))
+    ));
+    // An opaque Service's backend keeps the plain estimator.
+    p.app_protocol = Some(AppProtocol::Opaque);
+    let proxy_protocol::Kind::Opaque(opaque) = kind(&to_outbound_policy(&p, false)) else {
+        panic!("expected opaque");
+    };
+    assert_eq!(opaque.routes, vec![opaque_route(expected_backend())]);
 }

@@ -17,6 +17,8 @@ fn policy(app_protocol: Option<AppProtocol>) -> Arc<OutboundPolicy> {
         authority: "web.ns.svc.cluster.local:80".into(),
         app_protocol,
         accrual: None,
+        load_biaser: None,
+        honor_retry_after: false,
         http_retry: None,
         grpc_retry: None,
         timeouts: RouteTimeouts::default(),

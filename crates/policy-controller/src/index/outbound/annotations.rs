@@ -1,6 +1,7 @@
 //! The annotations that tune outbound policy, on Services and routes:
 //! `timeout.linkerd.io/*`, `retry.linkerd.io/*` and (Services only)
-//! `balancer.linkerd.io/failure-accrual*`. Values follow the original's
+//! `balancer.linkerd.io/failure-accrual*` and the `balancer.alpha.linkerd.io`
+//! success-rate, penalty and `Retry-After` settings. Values follow the original's
 //! syntax: durations are a whole number with `ms`, `s`, `m`, `h` or `d`
 //! (or a bare `0`).
 
@@ -9,7 +10,8 @@ use std::{collections::BTreeMap, time::Duration};
 use k8s_api::labels;
 
 use crate::core::outbound::{
-    Backoff, FailureAccrual, GrpcRetryCondition, HttpRetryCondition, RouteRetry, RouteTimeouts,
+    Backoff, FailureAccrual, GrpcRetryCondition, HttpRetryCondition, LoadBiaser, RouteRetry,
+    RouteTimeouts, SuccessRate,
 };
 
 /// Object annotations.
@@ -166,40 +168,57 @@ pub fn grpc_retry(
     })
 }
 
-/// Failure accrual of a Service: `balancer.linkerd.io/failure-accrual:
-/// consecutive` with max failures (7), min penalty (1s), max penalty (1m)
-/// and jitter ratio (0.5).
+/// Failure accrual of a Service: `balancer.linkerd.io/failure-accrual`
+/// `consecutive` (max failures 7, min penalty 1s, max penalty 1m, jitter
+/// ratio 0.5) or `unified` (the same, plus the success rate: threshold
+/// 0.8, window 10s, 5 requests).
 pub fn failure_accrual(
     annotations: &Annotations,
 ) -> Result<Option<FailureAccrual>, InvalidAnnotation> {
     let Some(mode) = annotations.get(labels::FAILURE_ACCRUAL) else {
         return Ok(None);
     };
-    if mode != "consecutive" {
-        return Err(InvalidAnnotation::AccrualMode(mode.clone()));
+    match mode.as_str() {
+        "consecutive" => {
+            let (max_failures, backoff) = consecutive(annotations)?;
+            Ok(Some(FailureAccrual::Consecutive {
+                max_failures,
+                backoff,
+            }))
+        }
+        "unified" => {
+            let (max_failures, backoff) = consecutive(annotations)?;
+            Ok(Some(FailureAccrual::Unified {
+                max_failures,
+                backoff,
+                success_rate: success_rate(annotations)?,
+            }))
+        }
+        _ => Err(InvalidAnnotation::AccrualMode(mode.clone())),
     }
-    let max_failures = annotations
-        .get(labels::FAILURE_ACCRUAL_MAX_FAILURES)
+}
+
+fn number<T: std::str::FromStr<Err: std::fmt::Display>>(
+    annotations: &Annotations,
+    key: &'static str,
+) -> Result<Option<T>, InvalidAnnotation> {
+    annotations
+        .get(key)
         .map(|v| {
             v.trim()
-                .parse::<u32>()
-                .map_err(|e| invalid(labels::FAILURE_ACCRUAL_MAX_FAILURES, e.to_string()))
+                .parse::<T>()
+                .map_err(|e| invalid(key, e.to_string()))
         })
-        .transpose()?
-        .unwrap_or(7);
+        .transpose()
+}
+
+fn consecutive(annotations: &Annotations) -> Result<(u32, Backoff), InvalidAnnotation> {
+    let max_failures = number(annotations, labels::FAILURE_ACCRUAL_MAX_FAILURES)?.unwrap_or(7);
     let max_penalty = duration(annotations, labels::FAILURE_ACCRUAL_MAX_PENALTY)?
         .unwrap_or(Duration::from_secs(60));
     let min_penalty = duration(annotations, labels::FAILURE_ACCRUAL_MIN_PENALTY)?
         .unwrap_or(Duration::from_secs(1));
-    let jitter = annotations
-        .get(labels::FAILURE_ACCRUAL_JITTER_RATIO)
-        .map(|v| {
-            v.trim()
-                .parse::<f32>()
-                .map_err(|e| invalid(labels::FAILURE_ACCRUAL_JITTER_RATIO, e.to_string()))
-        })
-        .transpose()?
-        .unwrap_or(0.5);
+    let jitter: f32 = number(annotations, labels::FAILURE_ACCRUAL_JITTER_RATIO)?.unwrap_or(0.5);
     if min_penalty > max_penalty {
         return Err(invalid(
             labels::FAILURE_ACCRUAL_MIN_PENALTY,
@@ -218,13 +237,92 @@ pub fn failure_accrual(
             "must be between 0 and 100",
         ));
     }
-    Ok(Some(FailureAccrual::Consecutive {
+    Ok((
         max_failures,
-        backoff: Backoff {
+        Backoff {
             min_penalty,
             max_penalty,
             jitter,
         },
+    ))
+}
+
+/// The proxy refuses (and so invalidates the whole policy for) a window
+/// under 10ms or more than a million minimum requests, when the success
+/// rate is on.
+fn success_rate(annotations: &Annotations) -> Result<SuccessRate, InvalidAnnotation> {
+    let threshold: f64 =
+        number(annotations, labels::FAILURE_ACCRUAL_SUCCESS_RATE_THRESHOLD)?.unwrap_or(0.8);
+    if !(0.0..=1.0).contains(&threshold) {
+        return Err(invalid(
+            labels::FAILURE_ACCRUAL_SUCCESS_RATE_THRESHOLD,
+            format!("must be between 0.0 and 1.0, got {threshold}"),
+        ));
+    }
+    let window = duration(annotations, labels::FAILURE_ACCRUAL_SUCCESS_RATE_WINDOW)?
+        .unwrap_or(Duration::from_secs(10));
+    let min_requests: u32 = number(
+        annotations,
+        labels::FAILURE_ACCRUAL_SUCCESS_RATE_MIN_REQUESTS,
+    )?
+    .unwrap_or(5);
+    if window.is_zero() {
+        return Err(invalid(
+            labels::FAILURE_ACCRUAL_SUCCESS_RATE_WINDOW,
+            "must be greater than zero",
+        ));
+    }
+    if threshold != 0.0 && window < Duration::from_millis(10) {
+        return Err(invalid(
+            labels::FAILURE_ACCRUAL_SUCCESS_RATE_WINDOW,
+            format!("must be at least 10ms, got {window:?}"),
+        ));
+    }
+    if threshold != 0.0 && min_requests > 1_000_000 {
+        return Err(invalid(
+            labels::FAILURE_ACCRUAL_SUCCESS_RATE_MIN_REQUESTS,
+            format!("cannot exceed 1000000, got {min_requests}"),
+        ));
+    }
+    Ok(SuccessRate {
+        threshold,
+        window,
+        min_requests,
+    })
+}
+
+/// A boolean annotation with Go's `strconv.ParseBool` tokens (absent:
+/// false).
+pub fn flag(annotations: &Annotations, key: &'static str) -> Result<bool, InvalidAnnotation> {
+    match annotations.get(key).map(|v| v.trim()) {
+        None | Some("0" | "f" | "F" | "false" | "FALSE" | "False") => Ok(false),
+        Some("1" | "t" | "T" | "true" | "TRUE" | "True") => Ok(true),
+        Some(other) => Err(invalid(
+            key,
+            format!("{other:?} is not a boolean such as true or false"),
+        )),
+    }
+}
+
+/// The balancer's failure penalty: `penalize-failures` with the penalty
+/// (5s) and the `Retry-After` ceiling (5m).
+pub fn load_biaser(annotations: &Annotations) -> Result<Option<LoadBiaser>, InvalidAnnotation> {
+    if !flag(annotations, labels::PENALIZE_FAILURES)? {
+        return Ok(None);
+    }
+    let penalty =
+        duration(annotations, labels::LOAD_BIASER_PENALTY)?.unwrap_or(Duration::from_secs(5));
+    if penalty.as_millis() > u128::from(u32::MAX) {
+        return Err(invalid(
+            labels::LOAD_BIASER_PENALTY,
+            "exceeds the largest supported value (about 49.7 days)",
+        ));
+    }
+    let max_retry_after = duration(annotations, labels::LOAD_BIASER_MAX_RETRY_AFTER)?
+        .unwrap_or(Duration::from_secs(300));
+    Ok(Some(LoadBiaser {
+        penalty,
+        max_retry_after,
     }))
 }
 
@@ -301,6 +399,46 @@ mod tests {
             ])
         );
         assert!(grpc_retry(&annotations(&[(labels::RETRY_GRPC, "aborted")])).is_err());
+    }
+
+    #[test]
+    fn unified_accrual_load_biaser_and_flags() {
+        let unified = failure_accrual(&annotations(&[
+            (labels::FAILURE_ACCRUAL, "unified"),
+            (labels::FAILURE_ACCRUAL_SUCCESS_RATE_WINDOW, "30s"),
+        ]));
+        assert!(matches!(
+            unified,
+            Ok(Some(FailureAccrual::Unified { max_failures: 7, success_rate, .. }))
+                if success_rate == SuccessRate { threshold: 0.8, window: Duration::from_secs(30), min_requests: 5 }
+        ));
+        for bad in [
+            (labels::FAILURE_ACCRUAL_SUCCESS_RATE_THRESHOLD, "1.5"),
+            (labels::FAILURE_ACCRUAL_SUCCESS_RATE_WINDOW, "5ms"),
+            (labels::FAILURE_ACCRUAL_SUCCESS_RATE_MIN_REQUESTS, "2000000"),
+        ] {
+            let a = annotations(&[(labels::FAILURE_ACCRUAL, "unified"), bad]);
+            assert!(failure_accrual(&a).is_err(), "{bad:?}");
+        }
+        assert_eq!(load_biaser(&annotations(&[])), Ok(None));
+        assert_eq!(
+            load_biaser(&annotations(&[
+                (labels::PENALIZE_FAILURES, " true "),
+                (labels::LOAD_BIASER_PENALTY, "2s"),
+            ])),
+            Ok(Some(LoadBiaser {
+                penalty: Duration::from_secs(2),
+                max_retry_after: Duration::from_secs(300),
+            }))
+        );
+        assert!(load_biaser(&annotations(&[(labels::PENALIZE_FAILURES, "yes")])).is_err());
+        assert_eq!(
+            flag(
+                &annotations(&[(labels::FAILURE_ACCRUAL_HONOR_RETRY_AFTER, "T")]),
+                labels::FAILURE_ACCRUAL_HONOR_RETRY_AFTER
+            ),
+            Ok(true)
+        );
     }
 
     #[test]

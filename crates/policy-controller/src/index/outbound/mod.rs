@@ -199,6 +199,8 @@ impl OutboundIndex {
             authority: service_authority(name, namespace, &self.cluster.cluster_domain, port),
             app_protocol: svc.app_protocols.get(&port).cloned(),
             accrual: svc.accrual,
+            load_biaser: svc.load_biaser,
+            honor_retry_after: svc.honor_retry_after,
             http_retry: svc.http_retry.clone(),
             grpc_retry: svc.grpc_retry.clone(),
             timeouts: svc.timeouts.clone(),

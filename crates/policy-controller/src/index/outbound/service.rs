@@ -12,8 +12,8 @@ use super::annotations::{self, Annotations};
 use crate::core::{
     PortSet,
     outbound::{
-        AppProtocol, FailureAccrual, GrpcRetryCondition, HttpRetryCondition, RouteRetry,
-        RouteTimeouts,
+        AppProtocol, FailureAccrual, GrpcRetryCondition, HttpRetryCondition, LoadBiaser,
+        RouteRetry, RouteTimeouts,
     },
     parse_port_set,
 };
@@ -29,6 +29,10 @@ pub struct ServiceInfo {
     /// the opaque-ports annotation (or `--default-opaque-ports`).
     pub app_protocols: BTreeMap<NonZeroU16, AppProtocol>,
     pub accrual: Option<FailureAccrual>,
+    /// `balancer.alpha.linkerd.io/penalize-failures` and its settings.
+    pub load_biaser: Option<LoadBiaser>,
+    /// `balancer.alpha.linkerd.io/failure-accrual-honor-retry-after`.
+    pub honor_retry_after: bool,
     pub http_retry: Option<RouteRetry<HttpRetryCondition>>,
     pub grpc_retry: Option<RouteRetry<GrpcRetryCondition>>,
     pub timeouts: RouteTimeouts,
@@ -93,6 +97,15 @@ impl ServiceInfo {
             accrual: annotations::failure_accrual(&annotations)
                 .map_err(|e| warn("failure accrual", &e))
                 .unwrap_or_default(),
+            load_biaser: annotations::load_biaser(&annotations)
+                .map_err(|e| warn("load biaser", &e))
+                .unwrap_or_default(),
+            honor_retry_after: annotations::flag(
+                &annotations,
+                labels::FAILURE_ACCRUAL_HONOR_RETRY_AFTER,
+            )
+            .map_err(|e| warn("honor-retry-after", &e))
+            .unwrap_or_default(),
             http_retry: annotations::http_retry(&annotations)
                 .map_err(|e| warn("HTTP retry", &e))
                 .unwrap_or_default(),

@@ -111,6 +111,8 @@ fn expected(p: u16, app_protocol: Option<AppProtocol>) -> OutboundPolicy {
         authority: format!("web.ns.svc.cluster.local:{p}"),
         app_protocol,
         accrual: None,
+        load_biaser: None,
+        honor_retry_after: false,
         http_retry: None,
         grpc_retry: None,
         timeouts: RouteTimeouts::default(),

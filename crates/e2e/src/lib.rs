@@ -12,7 +12,7 @@
 //! | `MERIDIAN_E2E_KUBECONFIG` | the cluster | required |
 //! | `MERIDIAN_E2E_KUBECTL` | the kubectl to run | `kubectl` |
 //! | `MERIDIAN_E2E_CONTROL_PLANE_NS` | where Meridian is installed | `linkerd` |
-//! | `MERIDIAN_E2E_HTTP_IMAGE` | the small HTTP server image workloads run | `meridian/test-http:dev` |
+//! | `MERIDIAN_E2E_HTTP_IMAGE` | the small HTTP server image workloads run | `meridian/http-test:dev` |
 //!
 //! Helpers panic with a clear message on failure: that is how a test fails.
 #![allow(clippy::unwrap_used)]
@@ -77,7 +77,7 @@ impl Cluster {
             control_plane_ns: std::env::var("MERIDIAN_E2E_CONTROL_PLANE_NS")
                 .unwrap_or_else(|_| "linkerd".into()),
             http_image: std::env::var("MERIDIAN_E2E_HTTP_IMAGE")
-                .unwrap_or_else(|_| "meridian/test-http:dev".into()),
+                .unwrap_or_else(|_| "meridian/http-test:dev".into()),
         }
     }
 

@@ -86,7 +86,7 @@ async fn pod_names(cluster: &Cluster, ns: &str, app: &str) -> Vec<String> {
 /// port-forward (the image's `/ready` control endpoint).
 async fn set_serving_ready(cluster: &Cluster, ns: &str, pod: &str, ready: bool) {
     let forward = cluster.port_forward(ns, &format!("pod/{pod}"), 8080);
-    let path = if ready { "/ready/on" } else { "/ready/off" };
+    let path = if ready { "/ready/ok" } else { "/ready/fail" };
     let status = http_post(forward.local, path).await;
     assert_eq!(status, 200, "POST {path} on {pod}");
 }

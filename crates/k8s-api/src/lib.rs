@@ -3,7 +3,6 @@
 //! - [`service_profile`]: `ServiceProfile` (`linkerd.io/v1alpha2`).
 //! - [`go_duration`]: Go `time.ParseDuration` semantics for the duration
 //!   strings of ServiceProfiles (timeouts, TTLs).
-//! - [`labels`]: Linkerd's label names.
 //! - [`policy`]: the `policy.linkerd.io` kinds (Server, ServerAuthorization,
 //!   AuthorizationPolicy, MeshTLSAuthentication, NetworkAuthentication,
 //!   HTTPRoute).

@@ -3,6 +3,7 @@
 //! - `cluster build|up|down|env|pin`: the local real Kubernetes control plane.
 //! - `bench <name>`: benchmarks (release builds) that print figures.
 //! - `certs`: webhook TLS Secrets and caBundles for a `deploy/` install.
+//! - `e2e`: the Meridian pod on a real kubelet (or kind, or any cluster) and the e2e suite.
 //! - `gen-crds`: writes `deploy/crds/` from the Rust types.
 //! - `images`: the container images, built locally (no registry needed).
 //! - `up`: the whole control plane locally, with sample workloads.
@@ -11,6 +12,7 @@
 mod bench;
 mod certs;
 mod cluster;
+mod e2e;
 mod gen_crds;
 mod images;
 mod paths;
@@ -36,6 +38,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Creates the webhook TLS Secrets of a deploy/ install and sets the webhooks' caBundle.
     Certs(certs::CertsArgs),
+    /// The Meridian pod for real: images, a cluster (a local real node, --kind, or --kubeconfig), deploy/, the e2e suite.
+    E2e(e2e::E2eArgs),
     /// Writes deploy/crds/ from the Rust CRD types.
     GenCrds,
     /// Builds the container images (base from Debian packages, pause, HTTP test, Meridian controller) with the local Docker daemon.
@@ -51,6 +55,7 @@ fn main() -> anyhow::Result<()> {
         Command::Cluster(command) => cluster::run(command),
         Command::Bench(args) => bench::run(args),
         Command::Certs(args) => certs::run(args),
+        Command::E2e(args) => e2e::run(args),
         Command::GenCrds => gen_crds::run(),
         Command::Images(args) => images::run(args),
         Command::Test(args) => test::run(args),

@@ -282,7 +282,7 @@ pub fn http_workload(
                     "containers": [{
                         "name": "http",
                         "image": cluster.http_image,
-                        "imagePullPolicy": "Never",
+                        "imagePullPolicy": "IfNotPresent",
                         "ports": [{"name": "http", "containerPort": 8080}],
                         "readinessProbe": {
                             "httpGet": {"path": "/ready", "port": 8080},

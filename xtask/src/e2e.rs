@@ -1,0 +1,382 @@
+//! `cargo xtask e2e`: the Meridian pod for real. Builds the images, brings
+//! up a cluster (the local real node by default, `--kind`, or any
+//! `--kubeconfig` with a `--registry`), installs `deploy/` with its webhook
+//! certificates, waits until every container of the pod is Ready by its
+//! real probes, runs the suite of `crates/e2e`, and tears the local cluster
+//! down.
+//!
+//! `install` is shared with `cargo xtask up --real-node`.
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+    time::Instant,
+};
+
+use anyhow::{Context, bail};
+use clap::Args;
+use local_cluster::{
+    Cluster, ClusterOptions, Lifetime,
+    images::{CONTROLLER_REPO, DEV_TAG, Docker, HTTP_TEST_REPO},
+};
+
+use crate::{
+    images::{BuiltImages, ImagesArgs},
+    paths::{cluster_dir, workspace_root},
+};
+
+/// Where Meridian is installed (the chart's namespace).
+pub const NAMESPACE: &str = "linkerd";
+/// The Meridian Deployment.
+pub const DEPLOYMENT: &str = "linkerd-destination";
+
+#[derive(Args, Clone)]
+pub struct E2eArgs {
+    /// Use a kind cluster (created if missing, reused otherwise) and load the images with `kind load docker-image`.
+    #[arg(long, conflicts_with = "kubeconfig")]
+    pub kind: bool,
+    /// Name of the kind cluster.
+    #[arg(long, default_value = "meridian")]
+    pub kind_name: String,
+    /// Any cluster: a kubeconfig (needs --registry to push the images to).
+    #[arg(long, requires = "registry")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Registry prefix the images are pushed to (e.g. `registry.example:5000/me`).
+    #[arg(long)]
+    pub registry: Option<String>,
+    /// Cargo profile of the controller image's binaries.
+    #[arg(long, default_value = "release")]
+    pub profile: String,
+    /// Keep the local cluster running after the suite (prints its KUBECONFIG; Ctrl-C stops).
+    #[arg(long)]
+    pub keep: bool,
+    /// Extra arguments for the suite's test binary (e.g. a test name filter).
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    pub test_args: Vec<String>,
+}
+
+/// Prints a step of a long command.
+fn step(started: Instant, what: &str) {
+    eprintln!("[e2e {:>6.1}s] {what}", started.elapsed().as_secs_f64());
+}
+
+pub fn run(args: E2eArgs) -> anyhow::Result<()> {
+    let started = Instant::now();
+    step(started, "building the Kubernetes binaries (cached)");
+    let bins = crate::cluster::build()?;
+    step(started, "building the images");
+    let built = crate::images::build(&ImagesArgs {
+        profile: args.profile.clone(),
+        no_controller: false,
+    })?;
+    step(started, "building the e2e suite");
+    let suite = build_suite()?;
+    let kubectl = bins.kubectl();
+
+    if args.kind {
+        let kubeconfig = kind_cluster(&args.kind_name, &built)?;
+        install(&kubectl, &kubeconfig, None, started)?;
+        return run_suite(
+            &suite,
+            &kubectl,
+            &kubeconfig,
+            &images(None),
+            &args.test_args,
+        );
+    }
+    if let Some(kubeconfig) = &args.kubeconfig {
+        let registry = args.registry.as_deref();
+        push_images(registry.unwrap_or_default(), &built)?;
+        install(&kubectl, kubeconfig, registry, started)?;
+        return run_suite(
+            &suite,
+            &kubectl,
+            kubeconfig,
+            &images(registry),
+            &args.test_args,
+        );
+    }
+
+    // The local real node.
+    let dir = cluster_dir().with_file_name("e2e-cluster");
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let mut options = ClusterOptions::new(&dir, Lifetime::Tied);
+    options.real_node = true;
+    options.node_images = node_images(&built)?;
+    step(
+        started,
+        "starting the local control plane and a real node (containerd, kubelet, kube-proxy, kube-scheduler)",
+    );
+    let cluster = runtime.block_on(Cluster::start_with(options, bins))?;
+    let kubeconfig = cluster.kubeconfig_path().to_path_buf();
+    let result = install(&kubectl, &kubeconfig, None, started).and_then(|()| {
+        step(started, "running the suite");
+        run_suite(
+            &suite,
+            &kubectl,
+            &kubeconfig,
+            &images(None),
+            &args.test_args,
+        )
+    });
+    if result.is_err() {
+        dump_diagnostics(&kubectl, &kubeconfig);
+    }
+    if args.keep && result.is_ok() {
+        println!("export KUBECONFIG={}", kubeconfig.display());
+        println!("the cluster stays up; Ctrl-C stops it and cleans up");
+        runtime.block_on(async {
+            let _ = tokio::signal::ctrl_c().await;
+        });
+    }
+    step(started, "stopping the cluster and cleaning up the host");
+    cluster.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+    step(started, "done");
+    result
+}
+
+/// The image references the manifests and the suite use.
+struct SuiteImages {
+    controller: String,
+    http_test: String,
+}
+
+fn images(registry: Option<&str>) -> SuiteImages {
+    let prefix = registry.map(|r| format!("{r}/")).unwrap_or_default();
+    SuiteImages {
+        controller: format!("{prefix}{CONTROLLER_REPO}:{DEV_TAG}"),
+        http_test: format!("{prefix}{HTTP_TEST_REPO}:{DEV_TAG}"),
+    }
+}
+
+/// The images the real node loads into containerd (besides its pause image).
+fn node_images(built: &BuiltImages) -> anyhow::Result<Vec<String>> {
+    let controller = built
+        .controller
+        .as_ref()
+        .context("the controller image was not built")?;
+    Ok(vec![controller.dev.clone(), built.http_test.dev.clone()])
+}
+
+/// Builds the suite's test binary; returns its path.
+fn build_suite() -> anyhow::Result<PathBuf> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let output = Command::new(&cargo)
+        .args([
+            "test",
+            "-p",
+            "meridian-e2e",
+            "--test",
+            "pod",
+            "--no-run",
+            "--message-format=json",
+        ])
+        .current_dir(workspace_root())
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .context("running cargo test --no-run")?;
+    if !output.status.success() {
+        bail!("building the e2e suite failed");
+    }
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|msg| msg["reason"] == "compiler-artifact" && msg["target"]["name"] == "pod")
+        .find_map(|msg| msg["executable"].as_str().map(PathBuf::from))
+        .context("cargo did not report the e2e suite's executable")
+}
+
+/// Installs `deploy/` (CRDs and the pod without the sidecar), the webhook
+/// certificates, and waits until the pod's containers are all Ready.
+pub fn install(
+    kubectl: &Path,
+    kubeconfig: &Path,
+    registry: Option<&str>,
+    started: Instant,
+) -> anyhow::Result<()> {
+    let deploy = workspace_root().join("deploy");
+    let kustomization = tempfile_dir()?;
+    let image = images(registry).controller;
+    let (name, tag) = image.rsplit_once(':').unwrap_or((&image, DEV_TAG));
+    std::fs::write(
+        kustomization.join("kustomization.yaml"),
+        format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {}\nimages:\n  - name: {CONTROLLER_REPO}\n    newName: {name}\n    newTag: {tag}\n",
+            deploy.display()
+        ),
+    )?;
+    step(started, "kubectl apply -k deploy/ (server-side)");
+    kubectl_ok(
+        kubectl,
+        kubeconfig,
+        &[
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "-k",
+            &kustomization.display().to_string(),
+        ],
+    )?;
+    let _ = std::fs::remove_dir_all(&kustomization);
+    step(started, "webhook certificates (cargo xtask certs)");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let config = kube::Config::from_custom_kubeconfig(
+            kube::config::Kubeconfig::read_from(kubeconfig)?,
+            &Default::default(),
+        )
+        .await?;
+        let client = kube::Client::try_from(config)?;
+        for (secret, outcome) in crate::certs::apply(&client, NAMESPACE, 365, false).await? {
+            eprintln!("  {NAMESPACE}/{secret}: {outcome:?}");
+        }
+        anyhow::Ok(())
+    })?;
+    step(
+        started,
+        "waiting for the Meridian pod's containers to be Ready (real probes)",
+    );
+    let rollout = kubectl_ok(
+        kubectl,
+        kubeconfig,
+        &[
+            "rollout",
+            "status",
+            "-n",
+            NAMESPACE,
+            &format!("deploy/{DEPLOYMENT}"),
+            "--timeout=300s",
+        ],
+    );
+    if let Err(error) = rollout {
+        dump_diagnostics(kubectl, kubeconfig);
+        return Err(error);
+    }
+    let pods = kubectl_ok(
+        kubectl,
+        kubeconfig,
+        &["get", "pods", "-n", NAMESPACE, "-o", "wide"],
+    )?;
+    println!("{pods}");
+    Ok(())
+}
+
+fn run_suite(
+    suite: &Path,
+    kubectl: &Path,
+    kubeconfig: &Path,
+    images: &SuiteImages,
+    test_args: &[String],
+) -> anyhow::Result<()> {
+    let status = Command::new(suite)
+        .args(["--ignored", "--test-threads=1"])
+        .args(test_args)
+        .env("MERIDIAN_E2E_KUBECONFIG", kubeconfig)
+        .env("MERIDIAN_E2E_KUBECTL", kubectl)
+        .env("MERIDIAN_E2E_CONTROL_PLANE_NS", NAMESPACE)
+        .env("MERIDIAN_E2E_HTTP_IMAGE", &images.http_test)
+        .current_dir(workspace_root())
+        .status()
+        .context("running the e2e suite")?;
+    if !status.success() {
+        bail!("the e2e suite failed ({status})");
+    }
+    Ok(())
+}
+
+/// Creates (or reuses) a kind cluster, loads the images into it and
+/// returns a kubeconfig for it.
+fn kind_cluster(name: &str, built: &BuiltImages) -> anyhow::Result<PathBuf> {
+    let clusters = Command::new("kind")
+        .args(["get", "clusters"])
+        .output()
+        .context("running kind (install it: `go install sigs.k8s.io/kind@latest`)")?;
+    let exists = String::from_utf8_lossy(&clusters.stdout)
+        .lines()
+        .any(|line| line.trim() == name);
+    if !exists {
+        run_ok(Command::new("kind").args(["create", "cluster", "--name", name]))?;
+    }
+    let kubeconfig = workspace_root()
+        .join("target")
+        .join(format!("kind-{name}.kubeconfig"));
+    run_ok(Command::new("kind").args([
+        "export",
+        "kubeconfig",
+        "--name",
+        name,
+        "--kubeconfig",
+        &kubeconfig.display().to_string(),
+    ]))?;
+    for image in node_images(built)? {
+        run_ok(Command::new("kind").args(["load", "docker-image", "--name", name, &image]))?;
+    }
+    Ok(kubeconfig)
+}
+
+/// Tags the images under `registry` and pushes them.
+fn push_images(registry: &str, built: &BuiltImages) -> anyhow::Result<()> {
+    let docker = Docker::locate();
+    for image in node_images(built)? {
+        let target = format!("{registry}/{image}");
+        docker.tag(&image, &target)?;
+        let status = docker.command().args(["push", &target]).status()?;
+        if !status.success() {
+            bail!("docker push {target} failed with {status}");
+        }
+    }
+    Ok(())
+}
+
+fn tempfile_dir() -> anyhow::Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("meridian-e2e-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+fn run_ok(command: &mut Command) -> anyhow::Result<()> {
+    let status = command
+        .status()
+        .with_context(|| format!("running {command:?}"))?;
+    if !status.success() {
+        bail!("{command:?} failed with {status}");
+    }
+    Ok(())
+}
+
+fn kubectl_ok(kubectl: &Path, kubeconfig: &Path, args: &[&str]) -> anyhow::Result<String> {
+    let (ok, out) = local_cluster::kubectl::run(kubectl, kubeconfig, args, None)?;
+    if !ok {
+        bail!("kubectl {} failed:\n{out}", args.join(" "));
+    }
+    Ok(out)
+}
+
+/// What a failing run leaves to read: the pod, its events and logs.
+fn dump_diagnostics(kubectl: &Path, kubeconfig: &Path) {
+    for args in [
+        vec!["get", "pods", "-A", "-o", "wide"],
+        vec!["describe", "pods", "-n", NAMESPACE],
+        vec![
+            "logs",
+            "-n",
+            NAMESPACE,
+            "deploy/linkerd-destination",
+            "--all-containers",
+            "--tail=50",
+        ],
+        vec!["get", "events", "-A", "--sort-by=.lastTimestamp"],
+    ] {
+        if let Ok((_, out)) = local_cluster::kubectl::run(kubectl, kubeconfig, &args, None) {
+            eprintln!("--- kubectl {}\n{out}", args.join(" "));
+        }
+    }
+}

@@ -42,7 +42,12 @@ impl KubeClientArgs {
             context: self.context.clone(),
             ..Default::default()
         };
-        let config = match &self.kubeconfig {
+        // An empty path means "not given", as the original's `-kubeconfig=""`.
+        let kubeconfig = self
+            .kubeconfig
+            .as_ref()
+            .filter(|path| !path.as_os_str().is_empty());
+        let config = match kubeconfig {
             Some(path) => {
                 let kubeconfig = kube::config::Kubeconfig::read_from(path).map_err(|source| {
                     KubeClientError::Kubeconfig {

@@ -29,3 +29,39 @@ pub fn destination_pod_command(container: &str) -> Vec<String> {
         .filter_map(|v| v.as_str().map(str::to_string))
         .collect()
 }
+
+impl crate::SharedCluster {
+    /// Applies the namespace and RBAC of `deploy/base/` for real (the
+    /// ServiceAccount `linkerd-destination` in `linkerd` with its roles).
+    pub fn install_deploy_rbac(&self) {
+        for file in ["namespace.yaml", "rbac.yaml"] {
+            let path = deploy_dir().join("base").join(file);
+            let (ok, out) = self.kubectl(&["apply", "-f", &path.display().to_string()], None);
+            assert!(ok, "applying {}: {out}", path.display());
+        }
+    }
+
+    /// A kubeconfig for this cluster that authenticates as the
+    /// ServiceAccount `namespace/name` (a fresh bound token), so a binary
+    /// started with it has exactly that account's RBAC.
+    pub fn service_account_kubeconfig(&self, namespace: &str, name: &str) -> PathBuf {
+        let (ok, token) = self.kubectl(
+            &["create", "token", name, "-n", namespace, "--duration=2h"],
+            None,
+        );
+        assert!(ok, "token for {namespace}/{name}: {token}");
+        let text = std::fs::read_to_string(self.kubeconfig()).expect("reading the kubeconfig");
+        let mut config: serde_yaml::Value = serde_yaml::from_str(&text).expect("kubeconfig YAML");
+        for user in config["users"].as_sequence_mut().into_iter().flatten() {
+            let mut auth = serde_yaml::Mapping::new();
+            auth.insert("token".into(), token.trim().into());
+            user["user"] = auth.into();
+        }
+        let path = self
+            .work_dir()
+            .join(format!("kubeconfig-sa-{namespace}-{name}"));
+        let text = serde_yaml::to_string(&config).expect("kubeconfig YAML");
+        std::fs::write(&path, text).expect("writing the kubeconfig");
+        path
+    }
+}

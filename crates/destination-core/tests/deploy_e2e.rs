@@ -1,0 +1,68 @@
+//! `destination` started as `deploy/` starts it: the container's exact
+//! arguments (the Linkerd chart's Go-style flags), authenticated as the
+//! pod's own ServiceAccount with only the RBAC of `deploy/base/rbac.yaml`.
+//! It must become ready (every watch synced); under an account without
+//! those roles it must not.
+
+use std::{
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use test_support::{ServerProcess, TestEnv, deploy::destination_pod_command, free_addr, process};
+
+#[tokio::test]
+async fn starts_from_the_deploy_args_with_its_service_account() {
+    let env = TestEnv::new("deploy-dst").await;
+    let cluster = env.cluster();
+    cluster.ensure_crds();
+    cluster.install_deploy_rbac();
+    let kubeconfig = cluster.service_account_kubeconfig("linkerd", "linkerd-destination");
+
+    // The container's command line; then loopback addresses for this test
+    // (the last occurrence of a flag wins, as in Go) and the kubeconfig
+    // that stands for the pod's mounted token.
+    let mut line = destination_pod_command("destination");
+    assert_eq!(line[0], "destination");
+    let (addr, admin) = (free_addr(), free_addr());
+    line.extend([
+        format!("-addr={addr}"),
+        format!("-metrics-addr={admin}"),
+        format!("-kubeconfig={}", kubeconfig.display()),
+    ]);
+    let program = env!("CARGO_BIN_EXE_destination");
+    let dst = ServerProcess::start(program.as_ref(), &line, admin).await;
+    let (status, body) = dst.admin_get("/ping").await;
+    assert_eq!((status, body.as_str()), (200, "pong\n"));
+    drop(dst);
+
+    // An account without those roles.
+    let (ok, out) = cluster.kubectl(&["create", "serviceaccount", "nobody", "-n", &env.ns], None);
+    assert!(ok, "{out}");
+    let unprivileged = cluster.service_account_kubeconfig(&env.ns, "nobody");
+    let admin = free_addr();
+    let mut child = Command::new(program)
+        .args([
+            format!("--addr={}", free_addr()),
+            format!("--admin-addr={admin}"),
+            format!("--kubeconfig={}", unprivileged.display()),
+        ])
+        .env("MERIDIAN_LOG", "error")
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("starting destination");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut last = None;
+    while Instant::now() < deadline {
+        if let Ok(answer) = process::http_get(admin, "/ready").await {
+            assert_ne!(answer.0, 200, "ready without RBAC: {}", answer.1);
+            last = Some(answer);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let (status, body) = last.expect("the admin server answered");
+    assert_eq!(status, 503);
+    assert!(body.contains("cache"), "{body}");
+}

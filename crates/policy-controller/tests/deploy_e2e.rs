@@ -1,0 +1,79 @@
+//! `policy-controller` started as `deploy/` starts it: the container's
+//! exact command and arguments (the Linkerd chart's), authenticated as the
+//! pod's own ServiceAccount with only the RBAC of `deploy/base/rbac.yaml`.
+//! It must become ready: every watch synced and the webhook serving.
+
+use std::time::Duration;
+
+use test_support::{
+    LocalCa, ServerProcess, TestEnv, deploy::destination_pod_command, eventually, free_addr,
+};
+
+#[tokio::test]
+async fn starts_from_the_deploy_args_with_its_service_account() {
+    let env = TestEnv::new("deploy-policy").await;
+    let cluster = env.cluster();
+    cluster.ensure_crds();
+    cluster.install_deploy_rbac();
+    let kubeconfig = cluster.service_account_kubeconfig("linkerd", "linkerd-destination");
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca = LocalCa::new("deploy-e2e-ca").expect("CA");
+    let cert = ca
+        .issue_serving_cert(&["linkerd-policy-validator.linkerd.svc"])
+        .expect("serving cert");
+    let (crt, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+    std::fs::write(&crt, &cert.cert_pem).expect("cert");
+    std::fs::write(&key, &cert.key_pem).expect("key");
+
+    // The container's command line, with this test's loopback addresses
+    // and certificate files in place of the pod's (clap refuses a flag
+    // given twice), and the kubeconfig that stands for the mounted token.
+    let line = destination_pod_command("policy");
+    assert_eq!(line[0], "/linkerd-policy-controller");
+    let replaced = [
+        "--admin-addr=",
+        "--grpc-addr=",
+        "--server-addr=",
+        "--server-tls-key=",
+        "--server-tls-certs=",
+    ];
+    let admin = free_addr();
+    let mut args: Vec<String> = line[1..]
+        .iter()
+        .filter(|a| !replaced.iter().any(|r| a.starts_with(r)))
+        .cloned()
+        .collect();
+    assert_eq!(args.len(), line.len() - 1 - replaced.len(), "{line:?}");
+    args.extend([
+        format!("--admin-addr={admin}"),
+        format!("--grpc-addr={}", free_addr()),
+        format!("--server-addr={}", free_addr()),
+        format!("--server-tls-key={}", key.display()),
+        format!("--server-tls-certs={}", crt.display()),
+        format!("--kubeconfig={}", kubeconfig.display()),
+    ]);
+    let policy = ServerProcess::start(
+        env!("CARGO_BIN_EXE_policy-controller").as_ref(),
+        &args,
+        admin,
+    )
+    .await;
+    let (status, body) = policy.admin_get("/live").await;
+    assert_eq!(status, 200, "{body}");
+
+    // The status writer's Lease, claimed with the account's lease rights.
+    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+        kube::Api::namespaced(env.client.clone(), "linkerd");
+    let name = policy_controller::status::lease::LEASE_NAME;
+    eventually("the status Lease", Duration::from_secs(30), || async {
+        match leases.get_opt(name).await {
+            Ok(Some(lease)) => lease
+                .spec
+                .and_then(|s| s.holder_identity)
+                .ok_or_else(|| "no holder".to_string()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+}

@@ -1,5 +1,7 @@
 //! `cargo xtask test`: every test of the workspace. Builds the control-plane
-//! binaries first (cached), so that the integration tests only start them.
+//! binaries first (cached), so that the integration tests only start them;
+//! then runs `cargo xtask e2e` (the Meridian pod on a local real node)
+//! unless `--no-e2e`.
 
 use std::process::Command;
 
@@ -10,6 +12,14 @@ use crate::paths::workspace_root;
 
 #[derive(Args)]
 pub struct TestArgs {
+    /// Skip the end-to-end suite on the local real node (it needs root,
+    /// Docker and the packages `.ci/install-node-deps` installs).
+    #[arg(long)]
+    pub no_e2e: bool,
+    /// Cargo profile of the binaries in the e2e's controller image (`dev`
+    /// builds faster; `cargo xtask e2e` alone defaults to `release`).
+    #[arg(long, default_value = "dev")]
+    pub e2e_profile: String,
     /// Extra arguments passed to `cargo test` (after `--workspace`).
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     pub cargo_args: Vec<String>,
@@ -35,5 +45,16 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
     if !status.success() {
         bail!("cargo test failed with {status}");
     }
-    Ok(())
+    if args.no_e2e {
+        return Ok(());
+    }
+    crate::e2e::run(crate::e2e::E2eArgs {
+        kind: false,
+        kind_name: String::new(),
+        kubeconfig: None,
+        registry: None,
+        profile: args.e2e_profile,
+        keep: false,
+        test_args: Vec::new(),
+    })
 }

@@ -380,3 +380,66 @@ fn dump_diagnostics(kubectl: &Path, kubeconfig: &Path) {
         }
     }
 }
+
+/// `cargo xtask up --real-node`: the Meridian pod for real on a local node,
+/// with the sample workloads as real Deployments; Ctrl-C stops everything
+/// and cleans up the host.
+pub fn up_real_node(profile: &str) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let bins = crate::cluster::build()?;
+    let built = crate::images::build(&ImagesArgs {
+        profile: profile.to_string(),
+        no_controller: false,
+    })?;
+    let kubectl = bins.kubectl();
+    let dir = cluster_dir().with_file_name("up-real-node");
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let mut options = ClusterOptions::new(&dir, Lifetime::Tied);
+    options.real_node = true;
+    options.node_images = node_images(&built)?;
+    step(started, "starting the local control plane and a real node");
+    let cluster = runtime.block_on(Cluster::start_with(options, bins))?;
+    let kubeconfig = cluster.kubeconfig_path().to_path_buf();
+    let result = install(&kubectl, &kubeconfig, None, started).and_then(|()| {
+        let samples = workspace_root().join("deploy/samples");
+        for file in ["demo.yaml", "demo-workloads.yaml"] {
+            let path = samples.join(file).display().to_string();
+            kubectl_ok(&kubectl, &kubeconfig, &["apply", "-f", &path])?;
+        }
+        kubectl_ok(
+            &kubectl,
+            &kubeconfig,
+            &[
+                "rollout",
+                "status",
+                "-n",
+                "demo",
+                "deploy/web",
+                "--timeout=180s",
+            ],
+        )?;
+        Ok(())
+    });
+    match &result {
+        Ok(()) => {
+            println!(
+                "\nMeridian runs as a real pod ({:.1}s).\n\n  export KUBECONFIG={}\n  kubectl get pods -A -o wide\n  kubectl -n {NAMESPACE} port-forward deploy/{DEPLOYMENT} 8086 8090 &\n  cargo run -q -p destination-core --bin meridian-cli -- get web.demo.svc.cluster.local:80\n\nCtrl-C stops everything and cleans up the host.",
+                started.elapsed().as_secs_f64(),
+                kubeconfig.display()
+            );
+            runtime.block_on(async {
+                let _ = tokio::signal::ctrl_c().await;
+            });
+        }
+        Err(_) => dump_diagnostics(&kubectl, &kubeconfig),
+    }
+    println!("stopping and cleaning up…");
+    cluster.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}

@@ -30,6 +30,11 @@ pub struct UpArgs {
     /// Do not create the sample workloads.
     #[arg(long)]
     pub no_samples: bool,
+    /// Run Meridian as a real pod (deploy/, its images) on a local real
+    /// node (containerd, kubelet, kube-proxy), with the samples as real
+    /// Deployments: needs root and `.ci/install-node-deps`.
+    #[arg(long)]
+    pub real_node: bool,
 }
 
 /// One of Meridian's containers, run as a local process.
@@ -40,6 +45,9 @@ struct Component {
 }
 
 pub fn run(args: UpArgs) -> anyhow::Result<()> {
+    if args.real_node {
+        return crate::e2e::up_real_node(if args.release { "release" } else { "dev" });
+    }
     let kube_bins = crate::cluster::build()?;
     let profile_dir = build_binaries(args.release)?;
     let dir = workspace_root().join(".meridian/up");

@@ -11,7 +11,7 @@
 //!   ClusterIPs from the cluster's `10.0.0.0/24`, routed by kube-proxy's
 //!   rules, from pods and from the host (the apiserver calls webhooks
 //!   through Services);
-//! - a `MERIDIAN-ISOLATION` chain in `FORWARD` drops anything forwarded
+//! - a `MERIDIAN-ISOLATION` chain in mangle `FORWARD` drops anything forwarded
 //!   between the bridge and any other interface: pod traffic never leaves
 //!   the host, and no masquerading is set up.
 //!
@@ -270,21 +270,46 @@ pub fn prepare_host(work_dir: &Path, binaries: &KubeBinaries) -> Result<HostReco
     run("ip", &["link", "set", BRIDGE, "up"])?;
     write_sysctl("net/ipv4/ip_forward", "1")?;
     write_sysctl("net/bridge/bridge-nf-call-iptables", "1")?;
-    run("iptables", &["-w", "-N", ISOLATION_CHAIN])?;
+    for iptables in ["iptables", "ip6tables"] {
+        let required = iptables == "iptables";
+        let result = isolate_bridge(iptables);
+        if required {
+            result?;
+        }
+    }
+    Ok(record)
+}
+
+/// The `MERIDIAN-ISOLATION` chain: traffic forwarded between pods on the
+/// bridge is accepted, anything forwarded from or to another interface is
+/// dropped. It lives in the `mangle` table's `FORWARD`, which is traversed
+/// before `filter` and which kube-proxy never touches, so no ACCEPT of
+/// kube-proxy's comes before it.
+fn isolate_bridge(iptables: &str) -> Result<(), NodeError> {
+    run(iptables, &["-w", "-t", "mangle", "-N", ISOLATION_CHAIN])?;
     for rule in [
-        vec!["-i", BRIDGE, "-o", BRIDGE, "-j", "ACCEPT"],
+        vec!["-i", BRIDGE, "-o", BRIDGE, "-j", "RETURN"],
         vec!["-i", BRIDGE, "-j", "DROP"],
         vec!["-o", BRIDGE, "-j", "DROP"],
     ] {
-        let mut args = vec!["-w", "-A", ISOLATION_CHAIN];
+        let mut args = vec!["-w", "-t", "mangle", "-A", ISOLATION_CHAIN];
         args.extend(rule);
-        run("iptables", &args)?;
+        run(iptables, &args)?;
     }
     run(
-        "iptables",
-        &["-w", "-I", "FORWARD", "1", "-j", ISOLATION_CHAIN],
-    )?;
-    Ok(record)
+        iptables,
+        &[
+            "-w",
+            "-t",
+            "mangle",
+            "-I",
+            "FORWARD",
+            "1",
+            "-j",
+            ISOLATION_CHAIN,
+        ],
+    )
+    .map(|_| ())
 }
 
 fn write_sysctl(name: &str, value: &str) -> Result<(), NodeError> {

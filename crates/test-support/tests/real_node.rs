@@ -2,8 +2,9 @@
 //! image becomes Ready by the kubelet's probes, its ClusterIP Service routes
 //! from the host, readiness fails and recovers (flipped with `kubectl exec`),
 //! `kubectl logs` and `kubectl port-forward` work, a pod reaches the API
-//! through the `kubernetes` Service with its ServiceAccount token, and
-//! stopping the cluster leaves nothing on the host.
+//! through the `kubernetes` Service with its ServiceAccount token and
+//! another pod through a ClusterIP, and stopping the cluster leaves nothing
+//! on the host.
 
 use std::{
     io::{BufRead as _, BufReader},
@@ -247,6 +248,49 @@ async fn a_deployment_runs_on_the_real_node_and_is_reachable_through_its_service
     .await;
     let (_, out) = cluster.kubectl(&["logs", "-n", &ns, "in-cluster"], None);
     assert_eq!(out.trim(), "service/web");
+
+    // Pod to ClusterIP to pod, across the bridge.
+    let (ok, out) = cluster.kubectl(
+        &[
+            "run",
+            "pod-to-service",
+            "-n",
+            &ns,
+            "--restart=Never",
+            "--image-pull-policy=Never",
+            &format!("--image={}", cluster.kubectl_image()),
+            "--",
+            &format!("--server=http://{cluster_ip}:80"),
+            "get",
+            "--raw",
+            "/",
+        ],
+        None,
+    );
+    assert!(ok, "kubectl run: {out}");
+    eventually(
+        "the pod's GET through the ClusterIP",
+        Duration::from_secs(60),
+        || async {
+            let pod = pods
+                .get("pod-to-service")
+                .await
+                .map_err(|e| e.to_string())?;
+            match pod.status.and_then(|s| s.phase).as_deref() {
+                Some("Succeeded") => Ok(()),
+                Some("Failed") => panic!(
+                    "GET from a pod failed: {}",
+                    cluster
+                        .kubectl(&["logs", "-n", &ns, "pod-to-service"], None)
+                        .1
+                ),
+                phase => Err(format!("phase {phase:?}")),
+            }
+        },
+    )
+    .await;
+    let (_, out) = cluster.kubectl(&["logs", "-n", &ns, "pod-to-service"], None);
+    assert!(out.starts_with("hello from web-"), "{out}");
 
     // Stopping the cluster undoes everything on the host.
     let work_dir = cluster.work_dir().to_path_buf();

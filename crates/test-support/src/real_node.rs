@@ -49,7 +49,7 @@ impl RealNodeCluster {
     pub async fn start() -> Self {
         crate::init_tracing();
         let work_dir = std::env::temp_dir().join(format!(
-            "meridian-test-{}-node-{}",
+            "{WORK_DIR_PREFIX}{}-{}",
             std::process::id(),
             COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         ));
@@ -98,6 +98,9 @@ impl RealNodeCluster {
                 Err(error) => panic!("the local cluster with a real node did not start: {error}"),
             }
         };
+        // The host is clean now (a stale node was cleaned up by the start):
+        // remove work dirs of test binaries that are gone.
+        remove_stale_work_dirs();
         let config = cluster.kube_config().expect("client config");
         Self {
             config,
@@ -198,6 +201,30 @@ impl Drop for RealNodeCluster {
     fn drop(&mut self) {
         if let Some(cluster) = self.cluster.take() {
             cluster.shutdown();
+            let _ = std::fs::remove_dir_all(&self.work_dir);
+        }
+    }
+}
+
+const WORK_DIR_PREFIX: &str = "meridian-real-node-test-";
+
+/// Deletes real-node work dirs whose test binary is no longer running.
+fn remove_stale_work_dirs() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(WORK_DIR_PREFIX))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
         }
     }
 }
@@ -258,7 +285,9 @@ extern "C" fn shut_down_shared() {
         .unwrap_or_else(|p| p.into_inner())
         .take();
     if let Some(cluster) = cluster {
+        let work_dir = cluster.work_dir().to_path_buf();
         cluster.shutdown();
+        let _ = std::fs::remove_dir_all(work_dir);
     }
 }
 

@@ -317,7 +317,7 @@ async fn a_deployment_runs_on_the_real_node_and_is_reachable_through_its_service
         "iptables rules left:\n{rules}"
     );
     assert!(!Path::new("/run/meridian/real-node.json").exists());
-    let _ = std::fs::remove_dir_all(&work_dir);
+    assert!(!work_dir.exists(), "the work dir is still there");
 }
 
 /// `kubectl port-forward pod :8080`, then GET / on the local port it prints.

@@ -200,17 +200,24 @@ pub fn install(
     registry: Option<&str>,
     started: Instant,
 ) -> anyhow::Result<()> {
-    let deploy = workspace_root().join("deploy");
-    let kustomization = tempfile_dir()?;
-    let image = images(registry).controller;
-    let (name, tag) = image.rsplit_once(':').unwrap_or((&image, DEV_TAG));
-    std::fs::write(
-        kustomization.join("kustomization.yaml"),
-        format!(
-            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {}\nimages:\n  - name: {CONTROLLER_REPO}\n    newName: {name}\n    newTag: {tag}\n",
-            deploy.display()
-        ),
-    )?;
+    // `deploy/` as it is, or (images in a registry) a kustomization beside
+    // it that retargets the image: kustomize takes relative paths only.
+    let target = match registry {
+        None => workspace_root().join("deploy"),
+        Some(_) => {
+            let dir = workspace_root().join("target").join("e2e-kustomization");
+            std::fs::create_dir_all(&dir)?;
+            let image = images(registry).controller;
+            let (name, tag) = image.rsplit_once(':').unwrap_or((&image, DEV_TAG));
+            std::fs::write(
+                dir.join("kustomization.yaml"),
+                format!(
+                    "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ../../deploy\nimages:\n  - name: {CONTROLLER_REPO}\n    newName: {name}\n    newTag: {tag}\n"
+                ),
+            )?;
+            dir
+        }
+    };
     step(started, "kubectl apply -k deploy/ (server-side)");
     kubectl_ok(
         kubectl,
@@ -220,10 +227,9 @@ pub fn install(
             "--server-side",
             "--force-conflicts",
             "-k",
-            &kustomization.display().to_string(),
+            &target.display().to_string(),
         ],
     )?;
-    let _ = std::fs::remove_dir_all(&kustomization);
     step(started, "webhook certificates (cargo xtask certs)");
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -334,12 +340,6 @@ fn push_images(registry: &str, built: &BuiltImages) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-fn tempfile_dir() -> anyhow::Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("meridian-e2e-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir)
 }
 
 fn run_ok(command: &mut Command) -> anyhow::Result<()> {

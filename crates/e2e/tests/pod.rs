@@ -414,27 +414,25 @@ async fn the_pods_service_account_holds_no_wildcard_rights() {
             "{user} has a wildcard right: {line}\n{out}"
         );
     }
-    for (verb, resource) in [
-        ("watch", "endpointslices.discovery.k8s.io"),
-        ("watch", "pods"),
-        ("watch", "serviceprofiles.linkerd.io"),
-        ("watch", "servers.policy.linkerd.io"),
-        ("patch", "httproutes.policy.linkerd.io/status"),
+    for (verb, resource, subresource) in [
+        ("watch", "endpointslices.discovery.k8s.io", ""),
+        ("watch", "pods", ""),
+        ("watch", "serviceprofiles.linkerd.io", ""),
+        ("watch", "servers.policy.linkerd.io", ""),
+        ("patch", "httproutes.policy.linkerd.io", "status"),
+        ("patch", "httproutes.gateway.networking.k8s.io", "status"),
     ] {
-        let (ok, answer) = cluster.kubectl(
-            &[
-                "auth",
-                "can-i",
-                verb,
-                resource,
-                "-A",
-                &format!("--as={user}"),
-            ],
-            None,
-        );
+        let mut args = vec!["auth", "can-i", verb, resource, "-A"];
+        if !subresource.is_empty() {
+            args.push("--subresource");
+            args.push(subresource);
+        }
+        let as_user = format!("--as={user}");
+        args.push(&as_user);
+        let (ok, answer) = cluster.kubectl(&args, None);
         assert!(
             ok && answer.trim() == "yes",
-            "{user} can {verb} {resource}: {answer}"
+            "{user} can {verb} {resource} {subresource}: {answer}"
         );
     }
     let (_, answer) = cluster.kubectl(

@@ -99,20 +99,10 @@ pub fn run(args: E2eArgs) -> anyhow::Result<()> {
 
     // The local real node.
     let dir = cluster_dir().with_file_name("e2e-cluster");
-    if dir.exists() {
-        std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
-    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let mut options = ClusterOptions::new(&dir, Lifetime::Tied);
-    options.real_node = true;
-    options.node_images = node_images(&built)?;
-    step(
-        started,
-        "starting the local control plane and a real node (containerd, kubelet, kube-proxy, kube-scheduler)",
-    );
-    let cluster = runtime.block_on(Cluster::start_with(options, bins))?;
+    let cluster = start_real_node(&runtime, &dir, bins, &built, started)?;
     let kubeconfig = cluster.kubeconfig_path().to_path_buf();
     let result = install(&kubectl, &kubeconfig, None, started).and_then(|()| {
         step(started, "running the suite");
@@ -139,6 +129,28 @@ pub fn run(args: E2eArgs) -> anyhow::Result<()> {
     let _ = std::fs::remove_dir_all(&dir);
     step(started, "done");
     result
+}
+
+/// Starts a fresh local control plane in `dir` with a real node that has
+/// the controller and HTTP test images loaded (tied to this process).
+fn start_real_node(
+    runtime: &tokio::runtime::Runtime,
+    dir: &Path,
+    bins: local_cluster::KubeBinaries,
+    built: &BuiltImages,
+    started: Instant,
+) -> anyhow::Result<Cluster> {
+    if dir.exists() {
+        std::fs::remove_dir_all(dir).with_context(|| format!("removing {}", dir.display()))?;
+    }
+    let mut options = ClusterOptions::new(dir, Lifetime::Tied);
+    options.real_node = true;
+    options.node_images = node_images(built)?;
+    step(
+        started,
+        "starting the local control plane and a real node (containerd, kubelet, kube-proxy, kube-scheduler)",
+    );
+    Ok(runtime.block_on(Cluster::start_with(options, bins))?)
 }
 
 /// The image references the manifests and the suite use.
@@ -393,17 +405,10 @@ pub fn up_real_node(profile: &str) -> anyhow::Result<()> {
     })?;
     let kubectl = bins.kubectl();
     let dir = cluster_dir().with_file_name("up-real-node");
-    if dir.exists() {
-        std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
-    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let mut options = ClusterOptions::new(&dir, Lifetime::Tied);
-    options.real_node = true;
-    options.node_images = node_images(&built)?;
-    step(started, "starting the local control plane and a real node");
-    let cluster = runtime.block_on(Cluster::start_with(options, bins))?;
+    let cluster = start_real_node(&runtime, &dir, bins, &built, started)?;
     let kubeconfig = cluster.kubeconfig_path().to_path_buf();
     let result = install(&kubectl, &kubeconfig, None, started).and_then(|()| {
         let samples = workspace_root().join("deploy/samples");

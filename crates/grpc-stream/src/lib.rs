@@ -26,6 +26,10 @@ use std::{
     time::Duration,
 };
 
+mod sync_gate;
+
+pub use sync_gate::{SyncGate, SyncGateLayer};
+
 use bytes::{BufMut, Bytes, BytesMut};
 use futures::Stream;
 use http::{HeaderMap, HeaderValue};

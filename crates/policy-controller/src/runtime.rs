@@ -20,12 +20,14 @@ use crate::{
 };
 
 /// The watches the status writer waits for before writing anything.
-const STATUS_KINDS: [&str; 5] = [
+const STATUS_KINDS: [&str; 7] = [
     "servers",
     "services",
     "httproutes",
     "httproutes.gateway.networking.k8s.io",
     "grpcroutes",
+    "tlsroutes",
+    "tcproutes",
 ];
 
 /// Runs the controller until SIGTERM/SIGINT.
@@ -99,6 +101,20 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     }
     if gateway_kinds.contains("grpcroutes") {
         watches.push(resources::grpc_routes(
+            client.clone(),
+            Tee::shared(outbound.clone(), status_index.clone()),
+            &watch_metrics,
+        ));
+    }
+    if gateway_kinds.contains("tlsroutes") {
+        watches.push(resources::tls_routes(
+            client.clone(),
+            Tee::shared(outbound.clone(), status_index.clone()),
+            &watch_metrics,
+        ));
+    }
+    if gateway_kinds.contains("tcproutes") {
+        watches.push(resources::tcp_routes(
             client.clone(),
             Tee::shared(outbound.clone(), status_index.clone()),
             &watch_metrics,
@@ -241,19 +257,29 @@ pub fn outbound_cluster(args: &Args) -> anyhow::Result<crate::index::outbound::O
     })
 }
 
-/// The resources of `gateway.networking.k8s.io/v1` the cluster serves
-/// (none when the Gateway API is not installed).
+/// The Gateway API route kinds the cluster serves (`httproutes` and
+/// `grpcroutes` of `v1`, `tlsroutes` and `tcproutes` of `v1alpha2`; none
+/// when the Gateway API is not installed).
 async fn gateway_kinds(client: &kube::Client) -> std::collections::BTreeSet<String> {
-    match client
-        .list_api_group_resources(&format!("{}/v1", k8s_api::gateway::GROUP))
-        .await
-    {
-        Ok(list) => list.resources.into_iter().map(|r| r.name).collect(),
-        Err(error) => {
-            tracing::info!(%error, "the Gateway API is not served; its routes are not watched");
-            Default::default()
+    let mut kinds = std::collections::BTreeSet::new();
+    for (version, wanted) in [
+        ("v1", &["httproutes", "grpcroutes"][..]),
+        ("v1alpha2", &["tlsroutes", "tcproutes"][..]),
+    ] {
+        let group_version = format!("{}/{version}", k8s_api::gateway::GROUP);
+        match client.list_api_group_resources(&group_version).await {
+            Ok(list) => kinds.extend(
+                list.resources
+                    .into_iter()
+                    .map(|r| r.name)
+                    .filter(|name| wanted.contains(&name.as_str())),
+            ),
+            Err(error) => {
+                tracing::info!(%error, %group_version, "not served; its routes are not watched");
+            }
         }
     }
+    kinds
 }
 
 /// A Lease claimant when `HOSTNAME` is unset: unique per process.

@@ -267,15 +267,39 @@ async fn gateway_kinds(client: &kube::Client) -> std::collections::BTreeSet<Stri
         ("v1alpha2", &["tlsroutes", "tcproutes"][..]),
     ] {
         let group_version = format!("{}/{version}", k8s_api::gateway::GROUP);
-        match client.list_api_group_resources(&group_version).await {
-            Ok(list) => kinds.extend(
-                list.resources
-                    .into_iter()
-                    .map(|r| r.name)
-                    .filter(|name| wanted.contains(&name.as_str())),
-            ),
+        let served = match client.list_api_group_resources(&group_version).await {
+            Ok(list) => list.resources,
             Err(error) => {
                 tracing::info!(%error, %group_version, "not served; its routes are not watched");
+                continue;
+            }
+        };
+        for resource in served
+            .into_iter()
+            .filter(|r| wanted.contains(&r.name.as_str()))
+        {
+            // A kind we may not list would keep `/ready` false forever.
+            let api_resource = kube::discovery::ApiResource {
+                group: k8s_api::gateway::GROUP.to_string(),
+                version: version.to_string(),
+                api_version: group_version.clone(),
+                kind: resource.kind.clone(),
+                plural: resource.name.clone(),
+            };
+            let api: kube::Api<kube::api::DynamicObject> =
+                kube::Api::all_with(client.clone(), &api_resource);
+            match api
+                .list_metadata(&kube::api::ListParams::default().limit(1))
+                .await
+            {
+                Ok(_) => {
+                    kinds.insert(resource.name);
+                }
+                Err(error) => tracing::warn!(
+                    %error,
+                    resource = %resource.name,
+                    "cannot list this Gateway API kind (RBAC?); its routes are not watched"
+                ),
             }
         }
     }

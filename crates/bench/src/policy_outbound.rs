@@ -249,10 +249,7 @@ async fn populate(
     let routes = routes_api(client);
     for g in 0..groups {
         routes
-            .create(
-                &PostParams::default(),
-                &route_object(g, groups, services, 0)?,
-            )
+            .create(&PostParams::default(), &route_object(g, groups, routed, 0)?)
             .await?;
     }
     let deadline = Instant::now() + Duration::from_secs(120);

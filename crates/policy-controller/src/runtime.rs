@@ -257,50 +257,45 @@ pub fn outbound_cluster(args: &Args) -> anyhow::Result<crate::index::outbound::O
     })
 }
 
-/// The Gateway API route kinds the cluster serves (`httproutes` and
-/// `grpcroutes` of `v1`, `tlsroutes` and `tcproutes` of `v1alpha2`; none
-/// when the Gateway API is not installed).
+/// The Gateway API route kinds the cluster serves and we may list
+/// (`httproutes` and `grpcroutes` of `v1`, `tlsroutes` and `tcproutes` of
+/// `v1alpha2`; none when the Gateway API is not installed). A kind is
+/// probed with a one-item list rather than through discovery, which can lag
+/// behind a CRD that just became established; a kind we may not list is
+/// skipped, or `/ready` would never turn true.
 async fn gateway_kinds(client: &kube::Client) -> std::collections::BTreeSet<String> {
     let mut kinds = std::collections::BTreeSet::new();
-    for (version, wanted) in [
-        ("v1", &["httproutes", "grpcroutes"][..]),
-        ("v1alpha2", &["tlsroutes", "tcproutes"][..]),
+    for (version, kind, plural) in [
+        ("v1", "HTTPRoute", "httproutes"),
+        ("v1", "GRPCRoute", "grpcroutes"),
+        ("v1alpha2", "TLSRoute", "tlsroutes"),
+        ("v1alpha2", "TCPRoute", "tcproutes"),
     ] {
-        let group_version = format!("{}/{version}", k8s_api::gateway::GROUP);
-        let served = match client.list_api_group_resources(&group_version).await {
-            Ok(list) => list.resources,
-            Err(error) => {
-                tracing::info!(%error, %group_version, "not served; its routes are not watched");
-                continue;
-            }
+        let group = k8s_api::gateway::GROUP;
+        let resource = kube::discovery::ApiResource {
+            group: group.to_string(),
+            version: version.to_string(),
+            api_version: format!("{group}/{version}"),
+            kind: kind.to_string(),
+            plural: plural.to_string(),
         };
-        for resource in served
-            .into_iter()
-            .filter(|r| wanted.contains(&r.name.as_str()))
+        let api: kube::Api<kube::api::DynamicObject> =
+            kube::Api::all_with(client.clone(), &resource);
+        match api
+            .list_metadata(&kube::api::ListParams::default().limit(1))
+            .await
         {
-            // A kind we may not list would keep `/ready` false forever.
-            let api_resource = kube::discovery::ApiResource {
-                group: k8s_api::gateway::GROUP.to_string(),
-                version: version.to_string(),
-                api_version: group_version.clone(),
-                kind: resource.kind.clone(),
-                plural: resource.name.clone(),
-            };
-            let api: kube::Api<kube::api::DynamicObject> =
-                kube::Api::all_with(client.clone(), &api_resource);
-            match api
-                .list_metadata(&kube::api::ListParams::default().limit(1))
-                .await
-            {
-                Ok(_) => {
-                    kinds.insert(resource.name);
-                }
-                Err(error) => tracing::warn!(
-                    %error,
-                    resource = %resource.name,
-                    "cannot list this Gateway API kind (RBAC?); its routes are not watched"
-                ),
+            Ok(_) => {
+                kinds.insert(plural.to_string());
             }
+            Err(kube::Error::Api(e)) if e.code == 404 => {
+                tracing::info!(%plural, "not served; these routes are not watched");
+            }
+            Err(error) => tracing::warn!(
+                %error,
+                %plural,
+                "cannot list this Gateway API kind (RBAC?); these routes are not watched"
+            ),
         }
     }
     kinds

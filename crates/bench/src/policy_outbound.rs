@@ -2,9 +2,11 @@
 //! `OutboundPolicies.Watch` streams over many Services, against the same
 //! `policy-controller` process.
 //!
-//! Services are split into groups, each the parent of one Gateway API
-//! HTTPRoute (accepted by the controller's own status writer before any
-//! stream opens). Prints the controller's RSS before and after opening the
+//! The first `--routed-services` Services get a ClusterIP (the local
+//! control plane's service range is a /24) and are split into groups, each
+//! the parent of one Gateway API HTTPRoute (accepted by the controller's
+//! own status writer before any stream opens); the others are headless
+//! (looked up by name, as proxies do, without routes). Prints the controller's RSS before and after opening the
 //! streams, the marginal bytes per stream, and the p50/p99 time from a
 //! route edit until every stream of that route's Services has received the
 //! new policy, measured from the write and from when our own watch of
@@ -45,8 +47,13 @@ pub struct Args {
     /// Services (streams are spread evenly over them).
     #[arg(long, default_value_t = 1_000)]
     services: usize,
-    /// HTTPRoutes, each the parent route of an equal share of the Services.
-    #[arg(long, default_value_t = 50)]
+    /// Services with a ClusterIP, the parents of the routes (at most ~250:
+    /// the local service range is a /24).
+    #[arg(long, default_value_t = 200)]
+    routed_services: usize,
+    /// HTTPRoutes, each the parent route of an equal share of the routed
+    /// Services.
+    #[arg(long, default_value_t = 10)]
     routes: usize,
     /// Route edits to time.
     #[arg(long, default_value_t = 40)]
@@ -98,17 +105,18 @@ pub async fn run(
     pid: u32,
 ) -> anyhow::Result<()> {
     let services = args.services.max(1);
-    let groups = args.routes.clamp(1, services);
-    if services.div_ceil(groups) > MAX_PARENTS {
-        bail!("{services} Services over {groups} routes exceeds {MAX_PARENTS} parents per route");
+    let routed = args.routed_services.clamp(1, services);
+    let groups = args.routes.clamp(1, routed);
+    if routed.div_ceil(groups) > MAX_PARENTS {
+        bail!("{routed} Services over {groups} routes exceeds {MAX_PARENTS} parents per route");
     }
     println!(
-        "outbound: {} Watch streams over {connections} connections; {services} Services, {groups} HTTPRoutes ({} Services each)",
+        "outbound: {} Watch streams over {connections} connections; {services} Services ({routed} with a ClusterIP), {groups} HTTPRoutes ({} Services each)",
         args.outbound_streams,
-        services / groups
+        routed / groups
     );
     let setup = Instant::now();
-    populate(client, services, groups).await?;
+    populate(client, services, routed, groups).await?;
     println!(
         "  Services and accepted routes in {:.1}s",
         setup.elapsed().as_secs_f64()
@@ -117,8 +125,14 @@ pub async fn run(
     let channels = connect(grpc_addr, connections).await?;
     let (events_tx, mut events_rx) = mpsc::unbounded_channel::<(usize, Instant)>();
     let ready = Arc::new(AtomicUsize::new(0));
-    let group_of = |s: usize| s % groups;
+    // Streams of unrouted Services carry a key no change waits for.
+    let group_of = |s: usize| if s < routed { s % groups } else { usize::MAX };
     let mut per_group = vec![0usize; groups];
+    let count = |per_group: &mut Vec<usize>, s: usize| {
+        if s < routed {
+            per_group[s % groups] += 1;
+        }
+    };
     // One warm stream per Service first (it creates the Service port's
     // watch): what follows is the marginal cost of a stream.
     for s in 0..services {
@@ -129,7 +143,7 @@ pub async fn run(
             &events_tx,
             &ready,
         );
-        per_group[group_of(s)] += 1;
+        count(&mut per_group, s);
     }
     wait_count(&ready, services).await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -145,7 +159,7 @@ pub async fn run(
             &events_tx,
             &ready,
         );
-        per_group[group_of(s)] += 1;
+        count(&mut per_group, s);
     }
     wait_count(&ready, services + args.outbound_streams).await?;
     let open_time = opened.elapsed();
@@ -197,7 +211,12 @@ pub async fn run(
 
 /// Creates the namespace, the Services and the routes, and waits until the
 /// controller accepted every route for all its parents.
-async fn populate(client: &kube::Client, services: usize, groups: usize) -> anyhow::Result<()> {
+async fn populate(
+    client: &kube::Client,
+    services: usize,
+    routed: usize,
+    groups: usize,
+) -> anyhow::Result<()> {
     let mut ns = Namespace::default();
     ns.metadata.name = Some(NS.into());
     Api::<Namespace>::all(client.clone())
@@ -208,9 +227,14 @@ async fn populate(client: &kube::Client, services: usize, groups: usize) -> anyh
         .map(|s| {
             let api = api.clone();
             async move {
+                let mut spec =
+                    json!({"selector": {"app": service_name(s)}, "ports": [{"port": 80}]});
+                if s >= routed {
+                    spec["clusterIP"] = json!("None");
+                }
                 let svc: Service = serde_json::from_value(json!({
                     "metadata": {"name": service_name(s)},
-                    "spec": {"selector": {"app": service_name(s)}, "ports": [{"port": 80}]},
+                    "spec": spec,
                 }))
                 .map_err(kube::Error::SerdeError)?;
                 api.create(&PostParams::default(), &svc).await
@@ -225,10 +249,7 @@ async fn populate(client: &kube::Client, services: usize, groups: usize) -> anyh
     let routes = routes_api(client);
     for g in 0..groups {
         routes
-            .create(
-                &PostParams::default(),
-                &route_object(g, groups, services, 0)?,
-            )
+            .create(&PostParams::default(), &route_object(g, groups, routed, 0)?)
             .await?;
     }
     let deadline = Instant::now() + Duration::from_secs(120);

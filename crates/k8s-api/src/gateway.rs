@@ -1,5 +1,6 @@
-//! The Gateway API route kinds (`gateway.networking.k8s.io/v1`) that the
-//! outbound policy reads: HTTPRoute and GRPCRoute. Only the fields Meridian
+//! The Gateway API route kinds (`gateway.networking.k8s.io`) that the
+//! outbound policy reads: HTTPRoute and GRPCRoute (`v1`), TLSRoute and
+//! TCPRoute (`v1alpha2`). Only the fields Meridian
 //! uses are typed; the CRDs themselves are the upstream manifests (bundle
 //! v1.1.1, experimental channel, as the original's chart ships them), so
 //! nothing here generates a schema.
@@ -21,7 +22,7 @@ use crate::policy::http_route::{
 pub const GROUP: &str = "gateway.networking.k8s.io";
 
 macro_rules! gateway_kind {
-    ($(#[$doc:meta])* $ty:ident, $kind:literal, $plural:literal, $spec:ty) => {
+    ($(#[$doc:meta])* $ty:ident, $kind:literal, $version:literal, $plural:literal, $spec:ty) => {
         $(#[$doc])*
         #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
         pub struct $ty {
@@ -47,7 +48,7 @@ macro_rules! gateway_kind {
                 Cow::Borrowed(GROUP)
             }
             fn version(_: &()) -> Cow<'_, str> {
-                Cow::Borrowed("v1")
+                Cow::Borrowed($version)
             }
             fn plural(_: &()) -> Cow<'_, str> {
                 Cow::Borrowed($plural)
@@ -64,12 +65,50 @@ macro_rules! gateway_kind {
 
 gateway_kind!(
     /// A Gateway API HTTPRoute.
-    HTTPRoute, "HTTPRoute", "httproutes", HttpRouteSpec
+    HTTPRoute, "HTTPRoute", "v1", "httproutes", HttpRouteSpec
 );
 gateway_kind!(
     /// A Gateway API GRPCRoute.
-    GRPCRoute, "GRPCRoute", "grpcroutes", GrpcRouteSpec
+    GRPCRoute, "GRPCRoute", "v1", "grpcroutes", GrpcRouteSpec
 );
+gateway_kind!(
+    /// A Gateway API TLSRoute (routing by SNI, the TLS left to the app).
+    TLSRoute, "TLSRoute", "v1alpha2", "tlsroutes", TlsRouteSpec
+);
+gateway_kind!(
+    /// A Gateway API TCPRoute.
+    TCPRoute, "TCPRoute", "v1alpha2", "tcproutes", TcpRouteSpec
+);
+
+/// The spec of a TLSRoute.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TlsRouteSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_refs: Option<Vec<ParentRef>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostnames: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rules: Option<Vec<L4RouteRule>>,
+}
+
+/// The spec of a TCPRoute.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TcpRouteSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_refs: Option<Vec<ParentRef>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rules: Option<Vec<L4RouteRule>>,
+}
+
+/// A rule of a TLSRoute or TCPRoute: only backends.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct L4RouteRule {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend_refs: Option<Vec<HttpBackendRef>>,
+}
 
 /// The spec of a GRPCRoute.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]

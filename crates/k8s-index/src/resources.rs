@@ -155,4 +155,8 @@ crd_watch! {
     gateway_http_routes => gateway::HTTPRoute, "httproutes.gateway.networking.k8s.io";
     /// GRPCRoutes (gateway.networking.k8s.io).
     grpc_routes => gateway::GRPCRoute, "grpcroutes";
+    /// TLSRoutes (gateway.networking.k8s.io/v1alpha2).
+    tls_routes => gateway::TLSRoute, "tlsroutes";
+    /// TCPRoutes (gateway.networking.k8s.io/v1alpha2).
+    tcp_routes => gateway::TCPRoute, "tcproutes";
 }

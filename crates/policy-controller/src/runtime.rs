@@ -20,12 +20,14 @@ use crate::{
 };
 
 /// The watches the status writer waits for before writing anything.
-const STATUS_KINDS: [&str; 5] = [
+const STATUS_KINDS: [&str; 7] = [
     "servers",
     "services",
     "httproutes",
     "httproutes.gateway.networking.k8s.io",
     "grpcroutes",
+    "tlsroutes",
+    "tcproutes",
 ];
 
 /// Runs the controller until SIGTERM/SIGINT.
@@ -99,6 +101,20 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     }
     if gateway_kinds.contains("grpcroutes") {
         watches.push(resources::grpc_routes(
+            client.clone(),
+            Tee::shared(outbound.clone(), status_index.clone()),
+            &watch_metrics,
+        ));
+    }
+    if gateway_kinds.contains("tlsroutes") {
+        watches.push(resources::tls_routes(
+            client.clone(),
+            Tee::shared(outbound.clone(), status_index.clone()),
+            &watch_metrics,
+        ));
+    }
+    if gateway_kinds.contains("tcproutes") {
+        watches.push(resources::tcp_routes(
             client.clone(),
             Tee::shared(outbound.clone(), status_index.clone()),
             &watch_metrics,
@@ -241,19 +257,48 @@ pub fn outbound_cluster(args: &Args) -> anyhow::Result<crate::index::outbound::O
     })
 }
 
-/// The resources of `gateway.networking.k8s.io/v1` the cluster serves
-/// (none when the Gateway API is not installed).
+/// The Gateway API route kinds the cluster serves and we may list
+/// (`httproutes` and `grpcroutes` of `v1`, `tlsroutes` and `tcproutes` of
+/// `v1alpha2`; none when the Gateway API is not installed). A kind is
+/// probed with a one-item list rather than through discovery, which can lag
+/// behind a CRD that just became established; a kind we may not list is
+/// skipped, or `/ready` would never turn true.
 async fn gateway_kinds(client: &kube::Client) -> std::collections::BTreeSet<String> {
-    match client
-        .list_api_group_resources(&format!("{}/v1", k8s_api::gateway::GROUP))
-        .await
-    {
-        Ok(list) => list.resources.into_iter().map(|r| r.name).collect(),
-        Err(error) => {
-            tracing::info!(%error, "the Gateway API is not served; its routes are not watched");
-            Default::default()
+    let mut kinds = std::collections::BTreeSet::new();
+    for (version, kind, plural) in [
+        ("v1", "HTTPRoute", "httproutes"),
+        ("v1", "GRPCRoute", "grpcroutes"),
+        ("v1alpha2", "TLSRoute", "tlsroutes"),
+        ("v1alpha2", "TCPRoute", "tcproutes"),
+    ] {
+        let group = k8s_api::gateway::GROUP;
+        let resource = kube::discovery::ApiResource {
+            group: group.to_string(),
+            version: version.to_string(),
+            api_version: format!("{group}/{version}"),
+            kind: kind.to_string(),
+            plural: plural.to_string(),
+        };
+        let api: kube::Api<kube::api::DynamicObject> =
+            kube::Api::all_with(client.clone(), &resource);
+        match api
+            .list_metadata(&kube::api::ListParams::default().limit(1))
+            .await
+        {
+            Ok(_) => {
+                kinds.insert(plural.to_string());
+            }
+            Err(kube::Error::Api(e)) if e.code == 404 => {
+                tracing::info!(%plural, "not served; these routes are not watched");
+            }
+            Err(error) => tracing::warn!(
+                %error,
+                %plural,
+                "cannot list this Gateway API kind (RBAC?); these routes are not watched"
+            ),
         }
     }
+    kinds
 }
 
 /// A Lease claimant when `HOSTNAME` is unset: unique per process.

@@ -1,5 +1,6 @@
 //! The admission rules of the `policy.linkerd.io` kinds and of the Gateway
-//! API routes (`gateway.networking.k8s.io` HTTPRoute and GRPCRoute),
+//! API routes (`gateway.networking.k8s.io` HTTPRoute, GRPCRoute, TLSRoute
+//! and TCPRoute),
 //! served through the shared [`admission`] plumbing. Every kind is checked with the very
 //! conversion the index applies ([`crate::index`]), so an object the
 //! webhook admits is never ignored by the index, and the reverse; the only
@@ -137,6 +138,25 @@ pub fn check_gateway(kind: &str, ns: &str, object: &serde_json::Value) -> Result
                 route
                     .spec
                     .rules
+                    .iter()
+                    .flatten()
+                    .filter_map(|r| r.backend_refs.as_ref())
+                    .collect(),
+            )?;
+        }
+        "TLSRoute" | "TCPRoute" => {
+            let rules = if kind == "TLSRoute" {
+                parse::<gateway::TLSRoute>(object).map(|r| r.spec.rules)
+            } else {
+                parse::<gateway::TCPRoute>(object).map(|r| r.spec.rules)
+            };
+            let Ok(rules) = rules else {
+                tracing::warn!(%ns, %kind, "admitting a route that does not parse");
+                return Ok(());
+            };
+            outbound_routes::l4_route(kind, rules.as_deref(), ns, CLUSTER_DOMAIN)?;
+            backends(
+                rules
                     .iter()
                     .flatten()
                     .filter_map(|r| r.backend_refs.as_ref())

@@ -534,7 +534,7 @@ metadata:
   name: rpc
   annotations: {retry.linkerd.io/grpc: sometimes}
 spec:
-  parentRefs: [{kind: Service, name: web, port: 80}]
+  parentRefs: [{group: core, kind: Service, name: web, port: 80}]
   rules: [{backendRefs: [{name: web, port: 80}]}]
 ";
     let (ok, out) = env
@@ -668,4 +668,79 @@ async fn sigterm_ends_open_streams_with_ok() {
         .expect("join")
         .expect("wait");
     assert!(status.success(), "{status}");
+}
+
+/// A GRPCRoute makes an h2c port gRPC, and a TCPRoute (v1alpha2) routes an
+/// opaque port, both once our status writer accepted them.
+#[tokio::test]
+async fn grpc_and_tcp_routes_attach() {
+    let env = TestEnv::new("outbound").await;
+    apply(
+        &env,
+        &env.ns,
+        "apiVersion: v1
+kind: Service
+metadata:
+  name: rpc
+spec:
+  selector: {app: rpc}
+  ports:
+    - {name: grpc, port: 8080, appProtocol: kubernetes.io/h2c}
+    - {name: db, port: 5432}
+",
+    );
+    let mut controller = start_controller(&env, &[]).await;
+    let spec =
+        |port: u16| by_authority(&env.ns, &format!("rpc.{}.svc.cluster.local:{port}", env.ns));
+    let mut grpc = controller
+        .client
+        .watch(spec(8080))
+        .await
+        .expect("Watch")
+        .into_inner();
+    let mut db = controller
+        .client
+        .watch(spec(5432))
+        .await
+        .expect("Watch")
+        .into_inner();
+    assert_eq!(
+        kind_of(&next_matching(&mut grpc, "first", |_| true).await),
+        "http2"
+    );
+    assert_eq!(
+        kind_of(&next_matching(&mut db, "first", |_| true).await),
+        "opaque"
+    );
+    apply(
+        &env,
+        &env.ns,
+        "apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata:
+  name: rpc
+spec:
+  # The Gateway API defaults a parent's group to its own: a Service
+  # parent names the core group.
+  parentRefs: [{group: core, kind: Service, name: rpc, port: 8080}]
+  rules: [{matches: [{method: {service: demo.Echo}}], backendRefs: [{name: rpc, port: 8080}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1alpha2
+kind: TCPRoute
+metadata:
+  name: db
+spec:
+  parentRefs: [{group: core, kind: Service, name: rpc, port: 5432}]
+  rules: [{backendRefs: [{name: rpc, port: 5432}]}]
+",
+    );
+    next_matching(&mut grpc, "the GRPCRoute", |p| kind_of(p) == "grpc").await;
+    let tcp = next_matching(&mut db, "the TCPRoute", |p| {
+        matches!(
+            p.protocol.as_ref().and_then(|p| p.kind.as_ref()),
+            Some(proxy_protocol::Kind::Opaque(o)) if o.routes.first().is_some_and(|r| meta_name(r.metadata.as_ref()).ends_with("/db"))
+        )
+    })
+    .await;
+    assert_eq!(meta_name(tcp.metadata.as_ref()), format!("{}/rpc", env.ns));
 }

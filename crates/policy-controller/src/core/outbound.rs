@@ -172,6 +172,8 @@ pub struct OutboundRoute<M, C> {
 pub type HttpRoute = OutboundRoute<HttpRouteMatch, HttpRetryCondition>;
 /// An outbound gRPC route.
 pub type GrpcRoute = OutboundRoute<GrpcRouteMatch, GrpcRetryCondition>;
+/// A TLS (by SNI, in `hostnames`) or TCP route: one rule of backends only.
+pub type L4Route = OutboundRoute<(), ()>;
 
 /// The ejection backoff of failure accrual.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -237,6 +239,8 @@ pub struct OutboundPolicy {
     pub timeouts: RouteTimeouts,
     pub http_routes: BTreeMap<RouteId, HttpRoute>,
     pub grpc_routes: BTreeMap<RouteId, GrpcRoute>,
+    pub tls_routes: BTreeMap<RouteId, L4Route>,
+    pub tcp_routes: BTreeMap<RouteId, L4Route>,
 }
 
 /// Why an outbound lookup found nothing.

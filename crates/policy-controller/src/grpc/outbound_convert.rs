@@ -4,7 +4,8 @@
 //! `appProtocol` and the attached route kinds, the default backend
 //! balancing over `Destination.Get`, routes in creation-then-name order,
 //! Service-wide timeouts and retries for rules without their own, and a
-//! failure-injecting backend for a backend that cannot be used.
+//! failure-injecting (or, for TLS and TCP routes, `Invalid`) backend for a
+//! backend that cannot be used.
 
 use std::{net::SocketAddr, time::Duration};
 
@@ -145,12 +146,26 @@ pub fn to_outbound_policy(
             routes: http(&policy.http_routes),
             failure_accrual: accrual,
         }),
+        Some(AppProtocol::Opaque | AppProtocol::Unknown(_)) if !policy.tcp_routes.is_empty() => {
+            l4::tcp(policy, &default_backend)
+        }
         Some(AppProtocol::Opaque | AppProtocol::Unknown(_)) => {
             proxy_protocol::Kind::Opaque(proxy_protocol::Opaque {
                 routes: vec![opaque_route(default_backend.clone())],
             })
         }
         None if !policy.grpc_routes.is_empty() => grpc(),
+        None if policy.http_routes.is_empty() && !policy.tls_routes.is_empty() => {
+            proxy_protocol::Kind::Tls(proxy_protocol::Tls {
+                routes: ordered(&policy.tls_routes)
+                    .into_iter()
+                    .map(|(id, r)| l4::tls_route(id, r, &default_backend))
+                    .collect(),
+            })
+        }
+        None if policy.http_routes.is_empty() && !policy.tcp_routes.is_empty() => {
+            l4::tcp(policy, &default_backend)
+        }
         None => {
             let routes = http(&policy.http_routes);
             proxy_protocol::Kind::Detect(proxy_protocol::Detect {
@@ -709,6 +724,9 @@ pub fn undefined_port(namespace: &str, name: &str, port: u16) -> proto::Outbound
         }),
     }
 }
+
+#[path = "outbound_l4.rs"]
+mod l4;
 
 #[cfg(test)]
 #[path = "outbound_convert_tests.rs"]

@@ -29,6 +29,8 @@ fn policy(app_protocol: Option<AppProtocol>) -> OutboundPolicy {
         timeouts: RouteTimeouts::default(),
         http_routes: BTreeMap::new(),
         grpc_routes: BTreeMap::new(),
+        tls_routes: BTreeMap::new(),
+        tcp_routes: BTreeMap::new(),
     }
 }
 
@@ -398,4 +400,69 @@ fn unified_accrual_and_load_biaser() {
         panic!("expected opaque");
     };
     assert_eq!(opaque.routes, vec![opaque_route(expected_backend())]);
+}
+
+#[test]
+fn tls_and_tcp_routes_choose_their_protocols() {
+    let l4 = |name: &str, kind: &str, secs: u64| {
+        (
+            RouteId {
+                group: "gateway.networking.k8s.io".into(),
+                kind: kind.into(),
+                namespace: "ns".into(),
+                name: name.into(),
+            },
+            OutboundRoute {
+                hostnames: vec![crate::core::routes::host_match("*.example.com")],
+                rules: vec![OutboundRule {
+                    matches: vec![],
+                    backends: vec![Backend::Invalid {
+                        weight: 1,
+                        message: "bad".into(),
+                    }],
+                    retry: None,
+                    timeouts: RouteTimeouts::default(),
+                    filters: vec![],
+                }],
+                created_at: Some(std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(secs)),
+            },
+        )
+    };
+    let mut p = policy(None);
+    p.tls_routes = [l4("tls", "TLSRoute", 1)].into();
+    let proxy_protocol::Kind::Tls(tls) = kind(&to_outbound_policy(&p, false)) else {
+        panic!("expected tls");
+    };
+    assert_eq!(tls.routes.len(), 1);
+    assert!(matches!(
+        tls.routes[0].snis[0].r#match,
+        Some(linkerd2_proxy_api::tls_route::sni_match::Match::Suffix(_))
+    ));
+    // TCP routes on an opaque port: only the oldest is sent.
+    let mut p = policy(Some(AppProtocol::Opaque));
+    p.tcp_routes = [l4("new", "TCPRoute", 2), l4("old", "TCPRoute", 1)].into();
+    let proxy_protocol::Kind::Opaque(opaque) = kind(&to_outbound_policy(&p, false)) else {
+        panic!("expected opaque");
+    };
+    assert_eq!(opaque.routes.len(), 1);
+    assert_eq!(
+        opaque.routes[0].metadata,
+        route_meta(&l4("old", "TCPRoute", 1).0)
+    );
+    let Some(proto::opaque_route::distribution::Kind::RandomAvailable(random)) = opaque.routes[0]
+        .rules[0]
+        .backends
+        .as_ref()
+        .and_then(|d| d.kind.clone())
+    else {
+        panic!("random available");
+    };
+    let filter = random.backends[0]
+        .backend
+        .as_ref()
+        .map(|b| b.filters.clone());
+    assert!(matches!(
+        filter.as_deref(),
+        Some([proto::opaque_route::Filter { kind: Some(proto::opaque_route::filter::Kind::Invalid(i)) }]) if i.message == "bad"
+    ));
 }

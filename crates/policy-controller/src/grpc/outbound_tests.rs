@@ -24,6 +24,8 @@ fn policy(app_protocol: Option<AppProtocol>) -> Arc<OutboundPolicy> {
         timeouts: RouteTimeouts::default(),
         http_routes: Default::default(),
         grpc_routes: Default::default(),
+        tls_routes: Default::default(),
+        tcp_routes: Default::default(),
     })
 }
 

@@ -1,8 +1,8 @@
 //! The route status writer: the policy controller accepts the routes whose
 //! parent Server or Service exists (and says `NoMatchingParent` for the
 //! others) by writing `status.parents[]`, which is what attaches a route in
-//! the indexes. Policy HTTPRoutes and Gateway HTTPRoutes and GRPCRoutes
-//! are handled; status entries of other controllers are left alone.
+//! the indexes. Policy HTTPRoutes and Gateway HTTPRoutes, GRPCRoutes,
+//! TLSRoutes and TCPRoutes are handled; status entries of other controllers are left alone.
 //!
 //! - [`route_status`]: the pure computation (a route, the Servers of its
 //!   namespace and the Services → its desired status);
@@ -61,6 +61,23 @@ pub enum RouteKind {
     GatewayHttp,
     /// `gateway.networking.k8s.io` GRPCRoute.
     Grpc,
+    /// `gateway.networking.k8s.io` TLSRoute.
+    Tls,
+    /// `gateway.networking.k8s.io` TCPRoute.
+    Tcp,
+}
+
+impl RouteKind {
+    /// GEP-1426 precedence: a route is conflicted on a parent that a route
+    /// of a more specific kind (GRPC > HTTP > TLS > TCP) also names.
+    fn rank(self) -> u8 {
+        match self {
+            Self::Grpc => 0,
+            Self::PolicyHttp | Self::GatewayHttp => 1,
+            Self::Tls => 2,
+            Self::Tcp => 3,
+        }
+    }
 }
 
 /// A backend as the writer checks it.
@@ -92,9 +109,10 @@ pub struct ClusterView<'a> {
     /// Services by (namespace, name): whether each can be a parent (it
     /// has a ClusterIP and is not an ExternalName).
     pub services: &'a HashMap<(String, String), bool>,
-    /// Service parents that some GRPCRoute names (HTTP routes on them are
-    /// conflicted).
-    pub grpc_parents: &'a BTreeSet<ServiceParent>,
+    /// Service parents by the most specific route kind naming them
+    /// ([`RouteKind::rank`]); a route of a less specific kind on one is
+    /// conflicted.
+    pub parent_ranks: &'a HashMap<ServiceParent, u8>,
 }
 
 fn condition(
@@ -184,7 +202,6 @@ pub fn route_status(
         ));
     }
     let resolved = resolved_refs(route.backends, cluster);
-    let is_http = matches!(route.kind, RouteKind::PolicyHttp | RouteKind::GatewayHttp);
     let service_parents = route
         .parent_refs
         .iter()
@@ -210,7 +227,12 @@ pub fn route_status(
                 NO_MATCHING_PARENT,
                 "parent service must have a ClusterIP".to_string(),
             ),
-            Some(true) if is_http && cluster.grpc_parents.contains(&sp) => {
+            Some(true)
+                if cluster
+                    .parent_ranks
+                    .get(&sp)
+                    .is_some_and(|best| *best < route.kind.rank()) =>
+            {
                 condition(ACCEPTED, false, ROUTE_CONFLICTED, String::new())
             }
             Some(true) => condition(ACCEPTED, true, ACCEPTED, String::new()),
@@ -309,14 +331,13 @@ impl StatusIndex {
     /// the status to write.
     pub fn patches(&self, now: &Time) -> Vec<StatusPatch> {
         let no_servers = BTreeSet::new();
-        let grpc_parents: BTreeSet<ServiceParent> = self
-            .routes
-            .iter()
-            .filter(|((kind, _, _), _)| *kind == RouteKind::Grpc)
-            .flat_map(|((_, ns, _), r)| {
-                crate::index::outbound::routes::service_parents(&r.parents, ns)
-            })
-            .collect();
+        let mut parent_ranks: HashMap<ServiceParent, u8> = HashMap::new();
+        for ((kind, ns, _), r) in &self.routes {
+            for parent in crate::index::outbound::routes::service_parents(&r.parents, ns) {
+                let rank = parent_ranks.entry(parent).or_insert(u8::MAX);
+                *rank = (*rank).min(kind.rank());
+            }
+        }
         self.routes
             .iter()
             .filter_map(|((kind, ns, name), route)| {
@@ -331,7 +352,7 @@ impl StatusIndex {
                 let cluster = ClusterView {
                     servers: self.servers.get(ns).unwrap_or(&no_servers),
                     services: &self.services,
-                    grpc_parents: &grpc_parents,
+                    parent_ranks: &parent_ranks,
                 };
                 let desired = route_status(&view, &cluster, now);
                 let current = route.status.clone().unwrap_or_default();
@@ -468,6 +489,8 @@ macro_rules! status_route {
 status_route!(HTTPRoute, RouteKind::PolicyHttp);
 status_route!(gateway::HTTPRoute, RouteKind::GatewayHttp);
 status_route!(gateway::GRPCRoute, RouteKind::Grpc);
+status_route!(gateway::TLSRoute, RouteKind::Tls);
+status_route!(gateway::TCPRoute, RouteKind::Tcp);
 
 #[cfg(test)]
 mod tests;

@@ -40,7 +40,7 @@ fn server_route_status(
     let cluster = ClusterView {
         servers,
         services: &HashMap::new(),
-        grpc_parents: &BTreeSet::new(),
+        parent_ranks: &HashMap::new(),
     };
     route_status(&view, &cluster, now)
 }

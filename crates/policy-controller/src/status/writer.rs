@@ -92,6 +92,8 @@ impl StatusWriter {
             RouteKind::PolicyHttp => self.write_kind::<HTTPRoute>(patch).await,
             RouteKind::GatewayHttp => self.write_kind::<gateway::HTTPRoute>(patch).await,
             RouteKind::Grpc => self.write_kind::<gateway::GRPCRoute>(patch).await,
+            RouteKind::Tls => self.write_kind::<gateway::TLSRoute>(patch).await,
+            RouteKind::Tcp => self.write_kind::<gateway::TCPRoute>(patch).await,
         }
     }
 

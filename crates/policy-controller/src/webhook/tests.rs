@@ -453,6 +453,21 @@ fn outbound_routes() {
             "GRPCRoute \"{NS}/obj\" is invalid: unsupported GRPCRoute method match type \"RegularExpression\""
         ))
     );
+    let l4 = json!({"parentRefs": [svc.clone()], "rules": [{"backendRefs": [{"name": "db", "port": 5432}]}, {}]});
+    assert_eq!(
+        gateway_verdict("TCPRoute", l4, json!({})),
+        Err(format!(
+            "TCPRoute \"{NS}/obj\" is invalid: a TCPRoute needs exactly one rule"
+        ))
+    );
+    assert_eq!(
+        gateway_verdict(
+            "TLSRoute",
+            json!({"parentRefs": [svc.clone()], "hostnames": ["a.example.com"], "rules": [{"backendRefs": [{"name": "db", "port": 5432}]}]}),
+            json!({})
+        ),
+        Ok(())
+    );
     assert_eq!(
         gateway_verdict("Gateway", json!({}), json!({})),
         Err(format!(

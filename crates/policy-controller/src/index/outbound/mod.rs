@@ -206,6 +206,8 @@ impl OutboundIndex {
             timeouts: svc.timeouts.clone(),
             http_routes: Default::default(),
             grpc_routes: Default::default(),
+            tls_routes: Default::default(),
+            tcp_routes: Default::default(),
         };
         for id in self.routes_by_parent.get(key).into_iter().flatten() {
             let Some(binding) = self.routes.get(id) else {
@@ -236,6 +238,17 @@ impl OutboundIndex {
                         self.resolve_backends(&mut rule.backends);
                     }
                     policy.grpc_routes.insert(id.clone(), route);
+                }
+                AnyRoute::Tls(route) | AnyRoute::Tcp(route) => {
+                    let mut route = route.clone();
+                    for rule in &mut route.rules {
+                        self.resolve_backends(&mut rule.backends);
+                    }
+                    let routes = match &binding.route {
+                        AnyRoute::Tls(_) => &mut policy.tls_routes,
+                        _ => &mut policy.tcp_routes,
+                    };
+                    routes.insert(id.clone(), route);
                 }
             }
         }
@@ -301,6 +314,9 @@ impl OutboundIndex {
             .filter(|b| match &b.route {
                 AnyRoute::Http(r) => r.rules.iter().any(|rule| targets(&rule.backends)),
                 AnyRoute::Grpc(r) => r.rules.iter().any(|rule| targets(&rule.backends)),
+                AnyRoute::Tls(r) | AnyRoute::Tcp(r) => {
+                    r.rules.iter().any(|rule| targets(&rule.backends))
+                }
             })
             .flat_map(|b| &b.parents)
             .map(|p| (p.namespace.clone(), p.name.clone()))
@@ -465,6 +481,18 @@ route_kind!(
     gateway::GROUP,
     gateway::GRPCRoute::KIND,
     routes::grpc_binding
+);
+route_kind!(
+    gateway::TLSRoute,
+    gateway::GROUP,
+    gateway::TLSRoute::KIND,
+    routes::tls_binding
+);
+route_kind!(
+    gateway::TCPRoute,
+    gateway::GROUP,
+    gateway::TCPRoute::KIND,
+    routes::tcp_binding
 );
 
 // === impl DiscoverOutboundPolicy ===

@@ -24,7 +24,7 @@ use super::annotations::{self, Annotations};
 use crate::{
     core::{
         outbound::{
-            Backend, GrpcMethodMatch, GrpcRoute, GrpcRouteMatch, HttpRoute, OutboundRoute,
+            Backend, GrpcMethodMatch, GrpcRoute, GrpcRouteMatch, HttpRoute, L4Route, OutboundRoute,
             OutboundRule, RouteId, RouteRetry, RouteTimeouts, WeightedService, service_authority,
         },
         routes::{Filter, host_match},
@@ -49,6 +49,8 @@ pub struct ServiceParent {
 pub enum AnyRoute {
     Http(HttpRoute),
     Grpc(GrpcRoute),
+    Tls(L4Route),
+    Tcp(L4Route),
 }
 
 /// A route with its Service parents.
@@ -185,6 +187,73 @@ pub fn grpc_binding(
             ns,
             cluster_domain,
         )?),
+    })
+}
+
+/// A TLSRoute, bound to the Services that accepted it.
+pub fn tls_binding(
+    route: &gateway::TLSRoute,
+    cluster_domain: &str,
+) -> Result<OutboundBinding, InvalidResource> {
+    let ns = route.metadata.namespace.as_deref().unwrap_or_default();
+    let mut l4 = l4_route("TLSRoute", route.spec.rules.as_deref(), ns, cluster_domain)?;
+    l4.hostnames = route
+        .spec
+        .hostnames
+        .iter()
+        .flatten()
+        .map(|h| host_match(h))
+        .collect();
+    l4.created_at = created_at(&route.metadata);
+    Ok(OutboundBinding {
+        parents: attached(route.spec.parent_refs.as_ref(), route.status.as_ref(), ns),
+        route: AnyRoute::Tls(l4),
+    })
+}
+
+/// A TCPRoute, bound to the Services that accepted it.
+pub fn tcp_binding(
+    route: &gateway::TCPRoute,
+    cluster_domain: &str,
+) -> Result<OutboundBinding, InvalidResource> {
+    let ns = route.metadata.namespace.as_deref().unwrap_or_default();
+    let mut l4 = l4_route("TCPRoute", route.spec.rules.as_deref(), ns, cluster_domain)?;
+    l4.created_at = created_at(&route.metadata);
+    Ok(OutboundBinding {
+        parents: attached(route.spec.parent_refs.as_ref(), route.status.as_ref(), ns),
+        route: AnyRoute::Tcp(l4),
+    })
+}
+
+/// A TLSRoute or TCPRoute: exactly one rule (a proxy cannot select
+/// between rules without matches).
+pub fn l4_route(
+    kind: &str,
+    rules: Option<&[gateway::L4RouteRule]>,
+    ns: &str,
+    cluster_domain: &str,
+) -> Result<L4Route, InvalidResource> {
+    let [rule] = rules.unwrap_or_default() else {
+        return Err(invalid(format!("a {kind} needs exactly one rule")));
+    };
+    let no_filters = |f: &HttpRouteFilter| -> Result<Filter, InvalidResource> {
+        Err(invalid(format!("unsupported filter {:?}", f.kind)))
+    };
+    Ok(OutboundRoute {
+        hostnames: Vec::new(),
+        rules: vec![OutboundRule {
+            matches: Vec::new(),
+            backends: rule
+                .backend_refs
+                .iter()
+                .flatten()
+                .map(|b| backend(b, ns, cluster_domain, no_filters))
+                .collect(),
+            retry: None,
+            timeouts: RouteTimeouts::default(),
+            filters: Vec::new(),
+        }],
+        created_at: None,
     })
 }
 

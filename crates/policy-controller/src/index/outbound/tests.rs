@@ -118,6 +118,8 @@ fn expected(p: u16, app_protocol: Option<AppProtocol>) -> OutboundPolicy {
         timeouts: RouteTimeouts::default(),
         http_routes: BTreeMap::new(),
         grpc_routes: BTreeMap::new(),
+        tls_routes: BTreeMap::new(),
+        tcp_routes: BTreeMap::new(),
     }
 }
 
@@ -432,4 +434,34 @@ fn grpc_routes_and_unheld_watches_are_dropped() {
             method: Some("C".into())
         })
     );
+}
+
+#[test]
+fn tls_and_tcp_routes() {
+    let mut idx = index();
+    idx.apply(web());
+    let parent = json!({"kind": "Service", "name": "web", "port": 3306});
+    let status = json!({"parents": [{"parentRef": parent, "controllerName": "linkerd.io/policy-controller",
+        "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted", "message": "", "lastTransitionTime": timestamp(0)}]}]});
+    let tcp: gateway::TCPRoute = obj(json!({
+        "metadata": {"namespace": NS, "name": "db", "creationTimestamp": timestamp(1)},
+        "spec": {"parentRefs": [parent], "rules": [{"backendRefs": [{"name": "web", "port": 3306}]}]},
+        "status": status
+    }));
+    let two_rules: gateway::TLSRoute = obj(json!({
+        "metadata": {"namespace": NS, "name": "two", "creationTimestamp": timestamp(1)},
+        "spec": {"parentRefs": [parent], "rules": [{}, {}]},
+        "status": status
+    }));
+    let rx = idx.policy_rx(&target("web", 3306, NS)).expect("known");
+    idx.apply(tcp);
+    idx.apply(two_rules);
+    let policy = rx.borrow();
+    assert_eq!(policy.tcp_routes.len(), 1);
+    assert!(
+        policy.tls_routes.is_empty(),
+        "a TLSRoute needs exactly one rule"
+    );
+    let backends = &policy.tcp_routes.values().next().expect("tcp").rules[0].backends;
+    assert!(matches!(&backends[..], [Backend::Service(s)] if s.exists && s.port.get() == 3306));
 }

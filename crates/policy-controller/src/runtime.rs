@@ -121,6 +121,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         ));
     }
     let mut status_synced = Vec::new();
+    let mut caches = Vec::new();
     for watch in watches {
         let name = format!("{} cache", watch.kind);
         let kind = watch.kind.clone();
@@ -128,8 +129,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         if STATUS_KINDS.contains(&kind.as_str()) {
             status_synced.push(synced.clone());
         }
+        caches.push(synced.clone());
         readiness.register_watch(name, synced);
     }
+    // The gRPC APIs answer nothing before every cache has synced once.
+    let synced = meridian_runtime::readiness::initial_sync(caches);
 
     // The status writer: only the Lease holder writes.
     let claimant = std::env::var("HOSTNAME")
@@ -184,6 +188,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             policy,
             outbound,
             workload_ports,
+            synced,
             shutdown.clone(),
         )
         .await

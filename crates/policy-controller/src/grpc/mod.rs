@@ -220,25 +220,41 @@ impl<D: DiscoverInboundServer> tower::Service<http::Request<tonic::body::Body>>
     }
 }
 
+/// How long a request waits for the first sync before `Unavailable`.
+const SYNC_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// How long shutdown waits for open streams to send their OK trailers
+/// before HTTP/2's graceful shutdown (GOAWAY) starts.
+const STREAM_DRAIN_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Serves the inbound and outbound policy APIs and the destination's
 /// workload-ports feed on `listener` (plaintext HTTP/2) until `shutdown`.
+/// Requests wait until `synced` (every watch cache synced once): nothing is
+/// answered from an index that has not seen the cluster yet.
 pub async fn serve<D: DiscoverInboundServer, O: crate::core::outbound::DiscoverOutboundPolicy>(
     listener: tokio::net::TcpListener,
     server: InboundPolicyServer<D>,
     outbound: outbound::OutboundPolicyServer<O>,
     workload_ports: workload_ports::WorkloadPortsService,
+    synced: tokio::sync::watch::Receiver<bool>,
     shutdown: Shutdown,
 ) -> Result<(), tonic::transport::Error> {
     let addr: Option<SocketAddr> = listener.local_addr().ok();
     tracing::info!(?addr, "policy gRPC server listening");
     tonic::transport::Server::builder()
+        .layer(grpc_stream::SyncGateLayer::new(
+            synced,
+            SYNC_WAIT,
+            "the policy controller",
+        ))
         .add_service(InboundPolicyRouter::new(server))
         .add_service(outbound::OutboundPolicyRouter::new(outbound))
         .add_service(workload_ports.svc())
         .serve_with_incoming_shutdown(
             // TCP_NODELAY: small watch updates must not wait on delayed ACKs.
             tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
-            shutdown.requested(),
+            // Open streams end with OK first; GOAWAY only after them.
+            grpc_stream::after_streams_end(shutdown.requested(), STREAM_DRAIN_GRACE),
         )
         .await
 }

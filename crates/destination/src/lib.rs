@@ -1,31 +1,22 @@
-//! The destination controller: `Destination.Get` (and later `GetProfile`).
+//! The destination controller: `Destination.Get` and `GetProfile`.
 //!
-//! Pure domain logic (no I/O, no async):
-//! - [`authority`], [`context_token`]: parsing requests;
+//! The crate has the policy controller's floors, each importing only the
+//! ones above it:
 //! - [`config`]: what the flags decide;
-//! - [`endpoint_translator`]: Kubernetes objects → endpoints → `WeightedAddr`s;
-//! - [`profile`]: ServiceProfiles → `DestinationProfile`;
-//! - [`filter`]: per-group filtering; [`snapshot`]: snapshots, diffs, `Update`s.
-//!
-//! State and serving:
-//! - [`endpoints_index`]: the watch-fed index and the publishers of subscribed targets;
-//! - [`profile_publishers`]: `GetProfile` resolution and shared profile publishers;
-//! - [`publisher`]: shared per-(service, port) and per-filter-group state;
-//! - [`server`]: the tonic service; streaming bodies come from the `grpc-stream` crate; [`metrics`]: Prometheus metrics;
+//! - [`core`]: values and pure rules (no Kubernetes, gRPC or proxy-API types);
+//! - [`k8s`]: Kubernetes objects → core values (the only reader of Kubernetes fields);
+//! - [`index`]: the watch-fed state and the publishers of subscribed targets;
+//! - [`proto`]: core values → proxy-API messages and encoded frames;
+//! - [`grpc`]: the thin gRPC layer (requests in, shared frames out);
 //! - [`policy_link`]: the link to the policy controller (Server-derived opaque ports);
-//! - [`runtime`]: flags → watches, servers and shutdown.
+//! - [`metrics`]: Prometheus metrics; [`runtime`]: flags → watches, servers and shutdown.
 
-pub mod authority;
 pub mod config;
-pub mod context_token;
-pub mod endpoint_translator;
-pub mod endpoints_index;
-pub mod filter;
+pub mod core;
+pub mod grpc;
+pub mod index;
+pub mod k8s;
 pub mod metrics;
 pub mod policy_link;
-pub mod profile;
-pub mod profile_publishers;
-pub mod publisher;
+pub mod proto;
 pub mod runtime;
-pub mod server;
-pub mod snapshot;

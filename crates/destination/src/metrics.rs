@@ -9,7 +9,7 @@ use prometheus_client::{
     registry::Registry,
 };
 
-use crate::snapshot::Snapshot;
+use crate::proto::snapshot::Snapshot;
 
 /// Labels of one filter group's series.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

@@ -16,7 +16,7 @@ use meridian_runtime::{DegradedHandle, Shutdown};
 use parking_lot::RwLock;
 use prometheus_client::{metrics::gauge::Gauge, registry::Registry};
 
-use crate::endpoints_index::EndpointsIndex;
+use crate::index::EndpointsIndex;
 
 /// Opaque ports of one pod, as (namespace, name, ports).
 pub type PodPorts = ((String, String), BTreeSet<u16>);

@@ -15,9 +15,9 @@ use prometheus_client::registry::Registry;
 
 use crate::{
     config::{TranslatorConfig, TranslatorFlags},
-    endpoints_index::EndpointsIndex,
+    grpc::{DestinationRouter, DestinationService},
+    index::EndpointsIndex,
     metrics::DestinationMetrics,
-    server::{DestinationRouter, DestinationService},
 };
 
 /// Flags of `destination`. Names and defaults follow the original controller;

@@ -24,21 +24,28 @@ use k8s_openapi::api::{
 use kube::core::PartialObjectMeta;
 use tokio::sync::watch;
 
-use crate::{
-    authority::ServiceId,
-    config::TranslatorConfig,
-    endpoint_translator::{
-        Lookups, OwnerRef, ParentKind, internal_traffic_policy_local, node_topology_zone,
-        set_labels, sole_owner, translate_endpoints,
-    },
-    filter::FilterKey,
-    metrics::{DestinationMetrics, GroupLabels},
-    profile_publishers::{ProfileKey, ProfileState, pod_ips, pod_key},
-    publisher::{GroupContext, GroupState, PortInputs, PortPublisher},
-};
+pub mod endpoints;
+pub mod profiles;
 
-/// The label linking an EndpointSlice to its Service.
-pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+use crate::{
+    config::TranslatorConfig,
+    core::{
+        FilterKey, ServiceId,
+        endpoint::{OwnerRef, ParentKind},
+    },
+    k8s::{
+        endpoints::{
+            Lookups, internal_traffic_policy_local, set_labels, slice_pods, slice_service_name,
+            translate_endpoints,
+        },
+        pods::{namespaced_name, node_topology_zone, pod_ips, pod_key, sole_owner},
+        services::{cluster_ips, is_external_name, service_key},
+    },
+    metrics::{DestinationMetrics, GroupLabels},
+    proto::profile::ProfileState,
+};
+use endpoints::{GroupContext, GroupState, PortInputs, PortPublisher};
+use profiles::ProfileKey;
 
 /// (namespace, name) of a pod.
 pub(crate) type PodKey = (String, String);
@@ -222,17 +229,7 @@ impl EndpointsIndex {
     }
 
     fn index_cluster_ips(&mut self, id: &ServiceId, svc: Option<&Service>, add: bool) {
-        let ips = svc
-            .and_then(|s| s.spec.as_ref())
-            .map(|spec| {
-                spec.cluster_ips
-                    .iter()
-                    .flatten()
-                    .chain(spec.cluster_ip.iter())
-                    .filter_map(|ip| ip.parse::<IpAddr>().ok())
-                    .collect::<HashSet<_>>()
-            })
-            .unwrap_or_default();
+        let ips = svc.map(cluster_ips).unwrap_or_default();
         for ip in ips {
             if add {
                 self.cluster_ips.entry(ip).or_default().insert(id.clone());
@@ -272,15 +269,12 @@ impl EndpointsIndex {
         port: u16,
         key: FilterKey,
     ) -> Result<watch::Receiver<Arc<GroupState>>, SubscribeError> {
-        if let Some(svc) = self.services.get(service) {
-            let external = svc
-                .spec
-                .as_ref()
-                .and_then(|s| s.type_.as_deref())
-                .is_some_and(|t| t == "ExternalName");
-            if external {
-                return Err(SubscribeError::ExternalName(service.clone()));
-            }
+        if self
+            .services
+            .get(service)
+            .is_some_and(|svc| is_external_name(svc))
+        {
+            return Err(SubscribeError::ExternalName(service.clone()));
         }
         let labels = GroupLabels {
             cluster: self.cluster.clone(),
@@ -422,8 +416,7 @@ impl EndpointsIndex {
     }
 
     fn track_slice_pods(&mut self, service: &ServiceId, slice: &EndpointSlice, add: bool) {
-        let ns = slice.metadata.namespace.clone().unwrap_or_default();
-        for pod in slice_pods(slice, &ns) {
+        for pod in slice_pods(slice) {
             let entry = self.pod_services.entry(pod.clone()).or_default();
             let count = entry.entry(service.clone()).or_insert(0);
             if add {
@@ -459,25 +452,6 @@ impl EndpointsIndex {
     }
 }
 
-/// (namespace, pod) of every pod targetRef of a slice.
-fn slice_pods(slice: &EndpointSlice, slice_ns: &str) -> HashSet<PodKey> {
-    slice
-        .endpoints
-        .iter()
-        .flatten()
-        .filter_map(|ep| ep.target_ref.as_ref())
-        .filter(|r| r.kind.as_deref() == Some("Pod"))
-        .filter_map(|r| {
-            let ns = r
-                .namespace
-                .as_deref()
-                .filter(|ns| !ns.is_empty())
-                .unwrap_or(slice_ns);
-            Some((ns.to_string(), r.name.clone()?))
-        })
-        .collect()
-}
-
 fn strip<K: kube::Resource>(obj: &mut K) {
     // managedFields are large and never read.
     obj.meta_mut().managed_fields = None;
@@ -493,10 +467,9 @@ fn service_id(namespace: Option<&str>, name: &str) -> ServiceId {
 impl Index<Service> for EndpointsIndex {
     fn apply(&mut self, mut svc: Service) {
         strip(&mut svc);
-        let Some(name) = svc.metadata.name.clone() else {
+        let Some(id) = service_key(&svc) else {
             return;
         };
-        let id = service_id(svc.metadata.namespace.as_deref(), &name);
         let old = self.services.remove(&id);
         self.index_cluster_ips(&id, old.as_deref(), false);
         self.index_cluster_ips(&id, Some(&svc), true);
@@ -517,19 +490,11 @@ impl Index<Service> for EndpointsIndex {
 impl Index<EndpointSlice> for EndpointsIndex {
     fn apply(&mut self, mut slice: EndpointSlice) {
         strip(&mut slice);
-        let (Some(ns), Some(name)) = (
-            slice.metadata.namespace.clone(),
-            slice.metadata.name.clone(),
-        ) else {
+        let Some((ns, name)) = namespaced_name(&slice.metadata) else {
             return;
         };
         let previous = self.remove_slice(&ns, &name);
-        let service = slice
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(SERVICE_NAME_LABEL))
-            .map(|svc| service_id(Some(&ns), svc));
+        let service = slice_service_name(&slice).map(|svc| service_id(Some(&ns), svc));
         if let Some(service) = &service {
             self.track_slice_pods(service, &slice, true);
             self.slice_service
@@ -556,11 +521,9 @@ impl Index<EndpointSlice> for EndpointsIndex {
 impl Index<Pod> for EndpointsIndex {
     fn apply(&mut self, mut pod: Pod) {
         strip(&mut pod);
-        let (Some(ns), Some(name)) = (pod.metadata.namespace.clone(), pod.metadata.name.clone())
-        else {
+        let Some(key) = pod_key(&pod) else {
             return;
         };
-        let key = (ns, name);
         let ips = self.store_pod(key.clone(), Some(pod));
         self.refresh_pod(&key);
         self.refresh_endpoint_profiles(&ips);
@@ -595,10 +558,7 @@ impl Index<Pod> for EndpointsIndex {
 impl Index<ServiceProfile> for EndpointsIndex {
     fn apply(&mut self, mut profile: ServiceProfile) {
         strip(&mut profile);
-        let (Some(ns), Some(name)) = (
-            profile.metadata.namespace.clone(),
-            profile.metadata.name.clone(),
-        ) else {
+        let Some((ns, name)) = namespaced_name(&profile.metadata) else {
             return;
         };
         self.service_profiles
@@ -641,7 +601,7 @@ impl Index<PartialObjectMeta<Node>> for EndpointsIndex {
 }
 
 fn apply_owner<K>(index: &mut EndpointsIndex, kind: ParentKind, obj: &PartialObjectMeta<K>) {
-    let (Some(ns), Some(name)) = (obj.metadata.namespace.clone(), obj.metadata.name.clone()) else {
+    let Some((ns, name)) = namespaced_name(&obj.metadata) else {
         return;
     };
     let key_ns = ns.clone();
@@ -693,7 +653,8 @@ impl Index<PartialObjectMeta<Job>> for EndpointsIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::publisher::StreamCursor;
+    use crate::k8s::LABEL_SERVICE_NAME as SERVICE_NAME_LABEL;
+    use endpoints::StreamCursor;
     use linkerd2_proxy_api::destination::{Update, update};
     use serde_json::json;
 
@@ -850,7 +811,7 @@ mod tests {
             .subscribe(&svc_id(), 80, FilterKey::default())
             .expect("rx");
         let mut cursor = StreamCursor::new();
-        let decode = |frames: crate::publisher::Frames| -> Vec<Update> {
+        let decode = |frames: crate::proto::frames::Frames| -> Vec<Update> {
             frames
                 .iter()
                 .map(|f| grpc_stream::decode_request(f).expect("a valid frame"))

@@ -8,7 +8,8 @@
 //! the proxy's set, so no `Remove` precedes them.
 
 use crate::config::TranslatorConfig;
-use crate::endpoint_translator::{AddressId, Endpoint, EndpointMap, weighted_addr};
+use crate::core::endpoint::{AddressId, Endpoint, EndpointMap};
+use crate::proto::weighted_addr::weighted_addr;
 use linkerd2_proxy_api::destination::{
     AddrSet, NoEndpoints, Update, WeightedAddr, WeightedAddrSet, update,
 };
@@ -242,8 +243,9 @@ pub fn updates_between(old: &Snapshot, new: &Snapshot) -> Vec<Update> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::endpoint_translator::fixtures::*;
-    use crate::endpoint_translator::{ANNOTATION_OPAQUE_PORTS, ENV_ADMIN_LISTEN_ADDR, set_labels};
+    use crate::k8s::endpoints::*;
+    use crate::k8s::fixtures::*;
+    use crate::k8s::{ANNOTATION_OPAQUE_PORTS, ENV_ADMIN_LISTEN_ADDR};
     use k8s_openapi::api::core::v1::Pod;
     use serde_json::json;
 

@@ -15,22 +15,18 @@ use std::{
     sync::{Arc, OnceLock},
 };
 
-use bytes::Bytes;
-use linkerd2_proxy_api::destination::Update;
 use tokio::sync::watch;
-
-use grpc_stream::encode_frame;
 
 use crate::{
     config::TranslatorConfig,
-    endpoint_translator::EndpointMap,
-    filter::{FilterContext, FilterKey, filter_endpoints},
+    core::endpoint::EndpointMap,
+    core::filter::{FilterContext, FilterKey, filter_endpoints},
     metrics::{DestinationMetrics, GroupMetrics},
-    snapshot::{Snapshot, initial_updates, updates_between},
+    proto::{
+        frames::{self, Frames},
+        snapshot::Snapshot,
+    },
 };
-
-/// Encoded gRPC frames, shared by every stream that sends them.
-pub type Frames = Arc<[Bytes]>;
 
 /// What a group publishes. Messages are encoded once per group, not once
 /// per stream: every stream of the group writes the same frames.
@@ -59,14 +55,9 @@ impl GroupState {
     /// The frames that start a new stream at this state.
     pub fn initial_frames(&self) -> Frames {
         self.initial
-            .get_or_init(|| encode(&initial_updates(&self.snapshot)))
+            .get_or_init(|| frames::initial(&self.snapshot))
             .clone()
     }
-}
-
-/// Encodes messages into frames.
-pub fn encode(updates: &[Update]) -> Frames {
-    updates.iter().map(encode_frame).collect()
 }
 
 /// The Service-level inputs of a port publisher, recomputed on every change.
@@ -161,7 +152,7 @@ impl Group {
         if *current.snapshot == snapshot {
             return;
         }
-        let step = encode(&updates_between(&current.snapshot, &snapshot));
+        let step = frames::step(&current.snapshot, &snapshot);
         let state = GroupState::new(current.version + 1, snapshot, step);
         self.metrics.observe(&state.snapshot);
         self.metrics.updated();
@@ -216,10 +207,7 @@ impl StreamCursor {
             None => (newest.initial_frames(), false),
             Some(last) if last.version == newest.version => (Arc::from(Vec::new()), false),
             Some(last) if last.version + 1 == newest.version => (newest.step.clone(), false),
-            Some(last) => (
-                encode(&updates_between(&last.snapshot, &newest.snapshot)),
-                true,
-            ),
+            Some(last) => (frames::step(&last.snapshot, &newest.snapshot), true),
         };
         self.last = Some(newest);
         (frames, coalesced)

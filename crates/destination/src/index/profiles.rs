@@ -10,24 +10,23 @@ use std::{
     sync::Arc,
 };
 
-use bytes::Bytes;
 use k8s_api::service_profile::ServiceProfile;
 use k8s_openapi::api::core::v1::Pod;
-use linkerd2_proxy_api::{
-    destination::{DestinationProfile, WeightedAddr},
-    net::TcpAddress,
-};
 use tokio::sync::watch;
 
-use grpc_stream::encode_frame;
-
+use super::EndpointsIndex;
 use crate::{
-    authority::{ServiceId, parse_service_name},
-    endpoint_translator::{AddressFamily, AddressId, Endpoint, PodInfo, Workload, weighted_addr},
-    endpoints_index::{EndpointsIndex, PodKey},
-    profile::{
-        ServiceTarget, declares_port, endpoint_profile, service_opaque_ports, service_profile,
+    core::{
+        ServiceId, ServiceTarget,
+        authority::parse_service_name,
+        endpoint::{AddressFamily, AddressId, Endpoint, PodInfo, Workload},
     },
+    k8s::{
+        endpoints::instance_target,
+        pods::{exposes_host_port, is_running, pod_ip, serves_pod_ip},
+        services::{declares_port, is_external_name, service_opaque_ports},
+    },
+    proto::profile::{self as proto_profile, Profile, ProfileState},
 };
 
 /// What a `GetProfile` stream follows.
@@ -41,20 +40,6 @@ pub enum ProfileKey {
     },
     /// A single address (pod IP, host port, unknown IP).
     Endpoint(SocketAddr),
-}
-
-/// A published profile and its encoded frame.
-#[derive(Debug)]
-pub struct ProfileState {
-    pub profile: DestinationProfile,
-    pub frame: Bytes,
-}
-
-impl ProfileState {
-    fn new(profile: DestinationProfile) -> Arc<Self> {
-        let frame = encode_frame(&profile);
-        Arc::new(Self { profile, frame })
-    }
 }
 
 /// How a `GetProfile` request resolves.
@@ -102,11 +87,7 @@ impl EndpointsIndex {
             return self.resolve_instance(service, hostname, port);
         }
         let declared = declares_port(svc, port);
-        let external = svc
-            .spec
-            .as_ref()
-            .and_then(|s| s.type_.as_deref())
-            .is_some_and(|t| t == "ExternalName");
+        let external = is_external_name(svc);
         if !declared {
             return Ok(Resolution::Empty);
         }
@@ -146,30 +127,14 @@ impl EndpointsIndex {
         hostname: &str,
         port: u16,
     ) -> Result<Resolution, ProfileLookupError> {
-        let endpoint = self
-            .service_slices(service)
-            .flat_map(|slice| slice.endpoints.iter().flatten())
-            .find(|ep| ep.hostname.as_deref() == Some(hostname))
+        let target = instance_target(self.service_slices(service), hostname, &service.namespace)
             .ok_or_else(|| ProfileLookupError::NoSuchInstance {
                 service: service.clone(),
                 hostname: hostname.to_string(),
             })?;
-        let ip = endpoint
-            .target_ref
-            .as_ref()
-            .filter(|r| r.kind.as_deref() == Some("Pod"))
-            .and_then(|r| {
-                let ns = r.namespace.as_deref().unwrap_or(&service.namespace);
-                self.pod(ns, r.name.as_deref()?)
-            })
-            .and_then(|pod| {
-                pod.status
-                    .as_ref()?
-                    .pod_ip
-                    .as_deref()?
-                    .parse::<IpAddr>()
-                    .ok()
-            })
+        let ip = target
+            .and_then(|(ns, name)| self.pod(&ns, &name).cloned())
+            .and_then(|pod| pod_ip(&pod))
             .ok_or_else(|| ProfileLookupError::InstanceWithoutPod {
                 service: service.clone(),
                 hostname: hostname.to_string(),
@@ -228,7 +193,7 @@ impl EndpointsIndex {
             };
             if let Some(tx) = self.profile_publishers.get(&key) {
                 tx.send_if_modified(|current| {
-                    if current.profile == profile {
+                    if current.publishes(&profile) {
                         return false;
                     }
                     *current = ProfileState::new(profile);
@@ -264,7 +229,7 @@ impl EndpointsIndex {
     }
 
     /// `None` keeps the previous profile (an unusable ServiceProfile is logged).
-    fn compute_profile(&self, key: &ProfileKey) -> Option<DestinationProfile> {
+    fn compute_profile(&self, key: &ProfileKey) -> Option<Profile> {
         match key {
             ProfileKey::Service { target, client_ns } => {
                 let svc = self.service(&target.service).map(Arc::as_ref);
@@ -274,7 +239,7 @@ impl EndpointsIndex {
                     .as_deref()
                     .and_then(|ns| self.service_profile_in(ns, &target.fqn))
                     .or_else(|| self.service_profile_in(&target.service.namespace, &target.fqn));
-                match service_profile(target, sp.as_deref(), opaque) {
+                match proto_profile::service(target, sp.as_deref(), opaque) {
                     Ok(profile) => Some(profile),
                     Err(error) => {
                         tracing::warn!(fqn = %target.fqn, %error, "ignoring an unusable ServiceProfile");
@@ -295,17 +260,15 @@ impl EndpointsIndex {
     /// The endpoint profile of an address: the Running pod with that IP
     /// (with its `WeightedAddr` and a `namespace` label), a pod exposing that
     /// host port, or the bare address.
-    fn endpoint_profile_at(&self, addr: SocketAddr) -> DestinationProfile {
+    fn endpoint_profile_at(&self, addr: SocketAddr) -> Profile {
         let cfg = self.config();
         let by_pod_ip = self.pods_at(addr.ip());
         let pod = match by_pod_ip.as_slice() {
             [pod] => Some(pod.clone()),
             _ => self.pod_by_host_port(addr),
         };
-        let running =
-            pod.filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"));
-        let Some(pod) = running else {
-            return endpoint_profile(bare_addr(addr), false);
+        let Some(pod) = pod.filter(|p| is_running(p)) else {
+            return proto_profile::bare_endpoint(addr, false);
         };
         let owner = |kind, ns: &str, name: &str| self.owner_of(kind, ns, name);
         let info = Arc::new(PodInfo::from_pod(&pod, &owner));
@@ -323,80 +286,20 @@ impl EndpointsIndex {
             opaque_by_server: self.server_opaque(&pod, addr.port()),
             workload: Workload::Pod(info.clone()),
         };
-        match weighted_addr(&endpoint, cfg, None) {
-            Ok(mut wa) => {
-                wa.metric_labels
-                    .insert("namespace".to_string(), info.namespace.clone());
-                endpoint_profile(wa, opaque)
-            }
-            Err(error) => {
-                tracing::warn!(%addr, %error, "serving a bare endpoint profile");
-                endpoint_profile(bare_addr(addr), opaque)
-            }
-        }
+        proto_profile::pod_endpoint(&endpoint, &info.namespace, cfg, opaque)
     }
 
     /// Pods on the pod network with this IP that are not finished or terminating.
     pub(crate) fn pods_at(&self, ip: IpAddr) -> Vec<Arc<Pod>> {
         self.pod_keys_at(ip)
             .filter_map(|(ns, name)| self.pod(ns, name).cloned())
-            .filter(|pod| {
-                let host_network = pod
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.host_network)
-                    .unwrap_or(false);
-                let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-                !host_network
-                    && !matches!(phase, Some("Succeeded" | "Failed"))
-                    && pod.metadata.deletion_timestamp.is_none()
-            })
+            .filter(|pod| serves_pod_ip(pod))
             .collect()
     }
 
     fn pod_by_host_port(&self, addr: SocketAddr) -> Option<Arc<Pod>> {
-        let port = i32::from(addr.port());
         self.pods_iter()
-            .find(|pod| {
-                let host_ip = pod.status.as_ref().and_then(|s| s.host_ip.as_deref());
-                host_ip.and_then(|ip| ip.parse::<IpAddr>().ok()) == Some(addr.ip())
-                    && pod.spec.as_ref().is_some_and(|spec| {
-                        spec.containers
-                            .iter()
-                            .flat_map(|c| c.ports.iter().flatten())
-                            .any(|p| p.host_port == Some(port))
-                    })
-            })
+            .find(|pod| exposes_host_port(pod, addr))
             .cloned()
     }
-}
-
-/// The `WeightedAddr` of an address nothing is known about.
-fn bare_addr(addr: SocketAddr) -> WeightedAddr {
-    WeightedAddr {
-        addr: Some(TcpAddress::from(addr)),
-        weight: crate::endpoint_translator::DEFAULT_WEIGHT,
-        ..Default::default()
-    }
-}
-
-/// The IPs a pod is known by (for re-resolving endpoint profiles).
-pub(crate) fn pod_ips(pod: &Pod) -> HashSet<IpAddr> {
-    let status = pod.status.as_ref();
-    status
-        .and_then(|s| s.pod_ip.as_deref())
-        .into_iter()
-        .chain(
-            status
-                .into_iter()
-                .flat_map(|s| s.pod_ips.iter().flatten().map(|p| p.ip.as_str())),
-        )
-        .chain(status.and_then(|s| s.host_ip.as_deref()))
-        .filter_map(|ip| ip.parse().ok())
-        .collect()
-}
-
-/// The key of a pod.
-pub(crate) fn pod_key(pod: &Pod) -> Option<PodKey> {
-    Some((pod.metadata.namespace.clone()?, pod.metadata.name.clone()?))
 }

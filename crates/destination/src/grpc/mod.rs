@@ -16,13 +16,18 @@ use tonic::server::NamedService;
 use tonic::{Request, Response, Status};
 
 use crate::{
-    authority::{AuthorityError, ServiceId, parse_service_name, parse_target, split_host_port},
-    context_token::ContextToken,
-    endpoints_index::{EndpointsIndex, SubscribeError},
-    filter::FilterKey,
+    core::{
+        FilterKey, ServiceId,
+        authority::{AuthorityError, parse_service_name, parse_target, split_host_port},
+        context_token::ContextToken,
+    },
+    index::{
+        EndpointsIndex, SubscribeError,
+        endpoints::{GroupState, StreamCursor},
+        profiles::{ProfileKey, ProfileLookupError, Resolution},
+    },
     metrics::DestinationMetrics,
-    profile_publishers::{ProfileKey, ProfileLookupError, ProfileState, Resolution},
-    publisher::{Frames, GroupState, StreamCursor},
+    proto::{frames::Frames, profile::ProfileState},
 };
 
 /// A stream of gRPC messages.

@@ -235,9 +235,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .with_context(|| format!("binding the gRPC server on {}", args.addr))?;
     tracing::info!(addr = %args.addr, "Destination gRPC server listening");
 
+    let link_index = index.clone();
     let link = crate::policy_link::run(
         args.policy_addr.clone(),
-        index.clone(),
+        move |update| link_index.write().apply_server_opaque(update),
         link_metrics,
         readiness.register_degraded("policy link"),
         shutdown.clone(),

@@ -21,3 +21,17 @@ pub struct ServiceTarget {
     /// `fully_qualified_name`: `<svc>.<ns>.svc.<cluster-domain>`.
     pub fqn: String,
 }
+
+/// Opaque ports of one pod, as ((namespace, name), ports).
+pub type PodPorts = ((String, String), std::collections::BTreeSet<u16>);
+
+/// An update of the ports that Server resources make opaque, as the policy
+/// link emits it: a snapshot (`reset`, replacing everything known) or the
+/// pods that changed (an empty set clears a pod).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OpaquePortsUpdate {
+    /// Whether `pods` replaces everything known.
+    pub reset: bool,
+    /// The pods and their Server-opaque ports.
+    pub pods: Vec<PodPorts>,
+}

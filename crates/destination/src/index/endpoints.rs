@@ -17,11 +17,17 @@ use std::{
 
 use tokio::sync::watch;
 
+use super::cluster::{ClusterState, Touched};
 use crate::{
     config::TranslatorConfig,
+    core::ServiceId,
     core::endpoint::EndpointMap,
     core::filter::{FilterContext, FilterKey, filter_endpoints},
-    metrics::{DestinationMetrics, GroupMetrics},
+    k8s::{
+        endpoints::{Lookups, internal_traffic_policy_local, set_labels, translate_endpoints},
+        services::is_external_name,
+    },
+    metrics::{DestinationMetrics, GroupLabels, GroupMetrics},
     proto::{
         frames::{self, Frames},
         snapshot::Snapshot,
@@ -71,6 +77,170 @@ pub struct PortInputs {
     pub local_traffic_policy: bool,
 }
 
+/// Why a subscription is refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SubscribeError {
+    #[error("{0} is an ExternalName service; it has no endpoints to discover")]
+    ExternalName(ServiceId),
+}
+
+/// The `Get` publishers: one [`PortPublisher`] per subscribed Service port.
+/// They read the [`ClusterState`] and know nothing of profiles.
+pub struct EndpointPublishers {
+    metrics: DestinationMetrics,
+    /// The `cluster` label of the group metrics.
+    cluster_name: String,
+    publishers: HashMap<ServiceId, HashMap<u16, PortPublisher>>,
+}
+
+impl EndpointPublishers {
+    /// No publishers yet.
+    pub fn new(metrics: DestinationMetrics) -> Self {
+        Self {
+            metrics,
+            cluster_name: "local".to_string(),
+            publishers: HashMap::new(),
+        }
+    }
+
+    /// Subscribes to the group of `key` on `service:port`.
+    pub fn subscribe(
+        &mut self,
+        cluster: &ClusterState,
+        service: &ServiceId,
+        port: u16,
+        key: FilterKey,
+    ) -> Result<watch::Receiver<Arc<GroupState>>, SubscribeError> {
+        if cluster
+            .service(service)
+            .is_some_and(|svc| is_external_name(svc))
+        {
+            return Err(SubscribeError::ExternalName(service.clone()));
+        }
+        let labels = GroupLabels {
+            cluster: self.cluster_name.clone(),
+            namespace: service.namespace.clone(),
+            service: service.name.clone(),
+            port: port.to_string(),
+            hostname: key.hostname.clone(),
+            nodename: key.node_name.clone(),
+        };
+        let is_new = !self
+            .publishers
+            .get(service)
+            .is_some_and(|ports| ports.contains_key(&port));
+        let inputs = is_new.then(|| port_inputs(cluster, service, port));
+        let node_zone = |node: &str| cluster.node_zone(node).map(str::to_string);
+        let cx = GroupContext {
+            config: cluster.config(),
+            node_zone: &node_zone,
+            metrics: &self.metrics,
+        };
+        let publisher = self
+            .publishers
+            .entry(service.clone())
+            .or_default()
+            .entry(port)
+            .or_default();
+        if let Some(inputs) = inputs {
+            publisher.update(inputs, &cx);
+        }
+        Ok(publisher.subscribe(key, labels, &cx))
+    }
+
+    /// Called after a stream dropped its receiver: drops empty groups and publishers.
+    pub fn release(&mut self, service: &ServiceId, port: u16, key: &FilterKey) {
+        let Some(ports) = self.publishers.get_mut(service) else {
+            return;
+        };
+        if let Some(publisher) = ports.get_mut(&port)
+            && publisher.release(key, &self.metrics)
+        {
+            ports.remove(&port);
+        }
+        if ports.is_empty() {
+            self.publishers.remove(service);
+        }
+    }
+
+    /// Recomputes the publishers of every touched Service.
+    pub fn refresh(&mut self, cluster: &ClusterState, touched: &Touched) {
+        let services: Vec<ServiceId> = self
+            .publishers
+            .keys()
+            .filter(|s| {
+                touched.all_services
+                    || touched.services.contains(s)
+                    || touched.namespaces.contains(&s.namespace)
+            })
+            .cloned()
+            .collect();
+        for service in services {
+            self.refresh_service(cluster, &service);
+        }
+    }
+
+    /// Recomputes every publisher of `service`.
+    fn refresh_service(&mut self, cluster: &ClusterState, service: &ServiceId) {
+        let Some(ports) = self.publishers.get_mut(service) else {
+            return;
+        };
+        let node_zone = |node: &str| cluster.node_zone(node).map(str::to_string);
+        let cx = GroupContext {
+            config: cluster.config(),
+            node_zone: &node_zone,
+            metrics: &self.metrics,
+        };
+        for (port, publisher) in ports.iter_mut() {
+            publisher.update(port_inputs(cluster, service, *port), &cx);
+        }
+    }
+
+    /// Number of (service, port) publishers.
+    pub fn publisher_count(&self) -> usize {
+        self.publishers.values().map(HashMap::len).sum()
+    }
+
+    /// Number of filter groups across all publishers.
+    pub fn group_count(&self) -> usize {
+        self.publishers
+            .values()
+            .flat_map(HashMap::values)
+            .map(PortPublisher::group_count)
+            .sum()
+    }
+}
+
+/// The Service-level inputs of `service:port`, from the stored objects.
+fn port_inputs(cluster: &ClusterState, service: &ServiceId, port: u16) -> PortInputs {
+    let Some(svc) = cluster.service(service) else {
+        return PortInputs::default();
+    };
+    let no_slices = std::collections::BTreeMap::new();
+    let slices = cluster.slices_of(service).unwrap_or(&no_slices);
+    let pod = |ns: &str, name: &str| cluster.pod(ns, name).cloned();
+    let owner = |kind, ns: &str, name: &str| cluster.owner_of(kind, ns, name);
+    let server_opaque =
+        |pod: &k8s_openapi::api::core::v1::Pod, port: u16| cluster.server_opaque(pod, port);
+    let lookups = Lookups {
+        pod: &pod,
+        owner: &owner,
+        server_opaque: Some(&server_opaque),
+    };
+    let endpoints = translate_endpoints(
+        service,
+        Some(svc),
+        port,
+        slices.values().map(Arc::as_ref),
+        &lookups,
+    );
+    PortInputs {
+        endpoints: Some(endpoints),
+        labels: set_labels(service, slices.values().map(Arc::as_ref)),
+        local_traffic_policy: internal_traffic_policy_local(svc),
+    }
+}
+
 /// Streams of one filter key on one Service port.
 #[derive(Debug)]
 pub struct Group {
@@ -107,7 +277,7 @@ impl PortPublisher {
     pub fn subscribe(
         &mut self,
         key: FilterKey,
-        labels: crate::metrics::GroupLabels,
+        labels: GroupLabels,
         cx: &GroupContext<'_>,
     ) -> watch::Receiver<Arc<GroupState>> {
         if let Some(group) = self.groups.get(&key) {

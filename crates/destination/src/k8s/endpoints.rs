@@ -1,6 +1,7 @@
 //! EndpointSlices + Service → the unfiltered endpoint set of one requested
 //! port ([`EndpointMap`]), and the Service-level `metric_labels`.
 
+use k8s_api::labels;
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -9,7 +10,6 @@ use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::{EndpointPort, EndpointSlice};
 
 use super::pods::OwnerLookup;
-use super::*;
 use crate::core::authority::ServiceId;
 use crate::core::endpoint::{
     AddressFamily, AddressId, Endpoint, EndpointMap, GatewayInfo, PodInfo, TargetPort, Workload,
@@ -116,10 +116,10 @@ pub fn endpoints_from_slice(
             None => {
                 let gateway = GatewayInfo {
                     authority_override: annotations
-                        .and_then(|a| a.get(ANNOTATION_REMOTE_SVC_FQ_NAME))
+                        .and_then(|a| a.get(labels::REMOTE_SVC_FQ_NAME))
                         .map(|fq| format!("{fq}:{requested_port}")),
                     identity: annotations
-                        .and_then(|a| a.get(ANNOTATION_REMOTE_GATEWAY_IDENTITY))
+                        .and_then(|a| a.get(labels::REMOTE_GATEWAY_IDENTITY))
                         .filter(|id| !id.is_empty())
                         .cloned(),
                 };
@@ -225,12 +225,16 @@ pub fn set_labels<'s>(
         ("namespace".to_string(), service.namespace.clone()),
     ]);
     let mirrored = slices.into_iter().find_map(|s| {
-        let cluster = s.metadata.labels.as_ref()?.get(LABEL_REMOTE_CLUSTER_NAME)?;
+        let cluster = s
+            .metadata
+            .labels
+            .as_ref()?
+            .get(labels::REMOTE_CLUSTER_NAME)?;
         let fq = s
             .metadata
             .annotations
             .as_ref()
-            .and_then(|a| a.get(ANNOTATION_REMOTE_SVC_FQ_NAME));
+            .and_then(|a| a.get(labels::REMOTE_SVC_FQ_NAME));
         Some((cluster, fq))
     });
     if let Some((cluster, fq)) = mirrored {
@@ -252,7 +256,7 @@ pub fn slice_service_name(slice: &EndpointSlice) -> Option<&str> {
         .metadata
         .labels
         .as_ref()
-        .and_then(|l| l.get(LABEL_SERVICE_NAME))
+        .and_then(|l| l.get(labels::SERVICE_NAME))
         .map(String::as_str)
 }
 

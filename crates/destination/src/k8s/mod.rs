@@ -9,32 +9,8 @@ pub mod services;
 #[cfg(test)]
 mod tests;
 
-/// Pod label naming the control plane that injected the pod's proxy.
-pub const LABEL_CONTROL_PLANE_NS: &str = k8s_api::labels::CONTROL_PLANE_NS;
-/// Pod label set by the Deployment controller.
-pub const LABEL_POD_TEMPLATE_HASH: &str = "pod-template-hash";
-/// Pod annotation listing opaque ports (numbers, ranges, named container ports).
-pub const ANNOTATION_OPAQUE_PORTS: &str = "config.linkerd.io/opaque-ports";
-/// Pod annotation listing inbound ports the proxy does not handle.
-pub const ANNOTATION_SKIP_INBOUND_PORTS: &str = "config.linkerd.io/skip-inbound-ports";
-/// EndpointSlice label naming its Service.
-pub const LABEL_SERVICE_NAME: &str = "kubernetes.io/service-name";
-/// EndpointSlice label set on mirrored (multicluster) slices.
-pub const LABEL_REMOTE_CLUSTER_NAME: &str = "mirror.linkerd.io/cluster-name";
-/// EndpointSlice annotation with the remote Service's FQDN.
-pub const ANNOTATION_REMOTE_SVC_FQ_NAME: &str = "mirror.linkerd.io/remote-svc-fq-name";
-/// EndpointSlice annotation with the remote gateway's TLS identity.
-pub const ANNOTATION_REMOTE_GATEWAY_IDENTITY: &str = "mirror.linkerd.io/remote-gateway-identity";
-/// Node label with the node's zone.
-pub const LABEL_TOPOLOGY_ZONE: &str = "topology.kubernetes.io/zone";
-/// Name of the injected proxy container.
-pub const PROXY_CONTAINER_NAME: &str = "linkerd-proxy";
-/// Proxy env var with the inbound listen address.
-pub const ENV_INBOUND_LISTEN_ADDR: &str = "LINKERD2_PROXY_INBOUND_LISTEN_ADDR";
-/// Proxy env var with the admin listen address.
-pub const ENV_ADMIN_LISTEN_ADDR: &str = "LINKERD2_PROXY_ADMIN_LISTEN_ADDR";
-/// Proxy env var with the control listen address.
-pub const ENV_CONTROL_LISTEN_ADDR: &str = "LINKERD2_PROXY_CONTROL_LISTEN_ADDR";
+// Label, annotation and env names are Linkerd's vocabulary, defined once in
+// `k8s_api::labels`.
 
 /// Builders of Kubernetes objects shared by the tests of this crate.
 #[cfg(test)]

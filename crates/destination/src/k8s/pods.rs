@@ -1,13 +1,13 @@
 //! Pods → core values: owners, proxy ports, the facts of a pod that feed its
 //! endpoints, node zones, and the keys and IPs the index files pods under.
 
+use k8s_api::labels;
 use std::collections::HashSet;
 use std::net::{IpAddr, SocketAddr};
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::*;
 use crate::config::{PortSet, parse_port_list};
 use crate::core::endpoint::{
     OwnerLabel, OwnerRef, ParentKind, PodInfo, ProxyPortError, ProxyPorts,
@@ -17,7 +17,7 @@ use crate::core::endpoint::{
 pub fn node_topology_zone(node: &ObjectMeta) -> Option<&str> {
     node.labels
         .as_ref()
-        .and_then(|l| l.get(LABEL_TOPOLOGY_ZONE))
+        .and_then(|l| l.get(labels::TOPOLOGY_ZONE))
         .map(String::as_str)
 }
 
@@ -78,7 +78,7 @@ impl ProxyPorts {
                 .iter()
                 .flatten()
                 .chain(spec.containers.iter())
-                .find(|c| c.name == PROXY_CONTAINER_NAME)
+                .find(|c| c.name == labels::PROXY_CONTAINER)
         });
         let Some(proxy) = proxy else {
             return Self {
@@ -88,9 +88,9 @@ impl ProxyPorts {
             };
         };
         Self {
-            inbound: env_port(proxy, ENV_INBOUND_LISTEN_ADDR),
-            admin: env_port(proxy, ENV_ADMIN_LISTEN_ADDR),
-            control: env_port(proxy, ENV_CONTROL_LISTEN_ADDR),
+            inbound: env_port(proxy, labels::ENV_PROXY_INBOUND_LISTEN_ADDR),
+            admin: env_port(proxy, labels::ENV_PROXY_ADMIN_LISTEN_ADDR),
+            control: env_port(proxy, labels::ENV_PROXY_CONTROL_LISTEN_ADDR),
         }
     }
 }
@@ -125,7 +125,7 @@ impl PodInfo {
         };
         let annotation = |key: &str| meta.annotations.as_ref().and_then(|a| a.get(key));
         let spec = pod.spec.as_ref();
-        let opaque_ports = annotation(ANNOTATION_OPAQUE_PORTS).map(|list| {
+        let opaque_ports = annotation(labels::OPAQUE_PORTS).map(|list| {
             let named = |name: &str| named_container_port(pod, name);
             parse_port_list(list, &named)
         });
@@ -136,11 +136,11 @@ impl PodInfo {
                 spec.and_then(|s| s.service_account_name.as_deref()),
             ),
             node_name: spec.and_then(|s| s.node_name.clone()),
-            control_plane_ns: label(LABEL_CONTROL_PLANE_NS),
-            pod_template_hash: label(LABEL_POD_TEMPLATE_HASH),
+            control_plane_ns: label(labels::CONTROL_PLANE_NS),
+            pod_template_hash: label(labels::POD_TEMPLATE_HASH),
             owner: owner_label(pod, owners),
             opaque_ports,
-            skip_inbound_ports: annotation(ANNOTATION_SKIP_INBOUND_PORTS)
+            skip_inbound_ports: annotation(labels::SKIP_INBOUND_PORTS)
                 .map(|list| PortSet::parse(list))
                 .unwrap_or_default(),
             proxy_ports: ProxyPorts::from_pod(pod),

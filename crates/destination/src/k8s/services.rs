@@ -1,12 +1,12 @@
 //! Services → core values: declared ports, opaque ports, ExternalName, the
 //! ClusterIPs a Service answers on.
 
+use k8s_api::labels;
 use std::collections::HashSet;
 use std::net::IpAddr;
 
 use k8s_openapi::api::core::v1::Service;
 
-use super::ANNOTATION_OPAQUE_PORTS;
 use crate::config::{PortSet, parse_port_list};
 use crate::core::ServiceId;
 
@@ -24,7 +24,7 @@ pub fn service_key(service: &Service) -> Option<ServiceId> {
 pub fn service_opaque_ports(service: Option<&Service>, defaults: &PortSet) -> PortSet {
     let annotation = service
         .and_then(|s| s.metadata.annotations.as_ref())
-        .and_then(|a| a.get(ANNOTATION_OPAQUE_PORTS));
+        .and_then(|a| a.get(labels::OPAQUE_PORTS));
     match (annotation, service) {
         (Some(list), Some(svc)) => {
             let named = |name: &str| {
@@ -85,7 +85,7 @@ mod tests {
     fn service_opaque_ports_follow_the_annotation_else_the_defaults() {
         let defaults = PortSet::parse("3306");
         let svc: Service = serde_json::from_value(json!({
-            "metadata": {"annotations": {ANNOTATION_OPAQUE_PORTS: "mysql,4000-4001"}},
+            "metadata": {"annotations": {labels::OPAQUE_PORTS: "mysql,4000-4001"}},
             "spec": {"ports": [{"name": "mysql", "port": 3307}]}
         }))
         .expect("service");
@@ -94,7 +94,7 @@ mod tests {
         let plain: Service = serde_json::from_value(json!({"spec": {}})).expect("service");
         assert!(service_opaque_ports(Some(&plain), &defaults).contains(3306));
         let empty: Service = serde_json::from_value(json!({
-            "metadata": {"annotations": {ANNOTATION_OPAQUE_PORTS: ""}}
+            "metadata": {"annotations": {labels::OPAQUE_PORTS: ""}}
         }))
         .expect("service");
         assert!(service_opaque_ports(Some(&empty), &defaults).is_empty());

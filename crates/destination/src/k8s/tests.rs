@@ -1,6 +1,7 @@
 //! Tests of the Kubernetes → endpoint translation and of the `WeightedAddr`
 //! each translated endpoint becomes.
 
+use k8s_api::labels;
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -16,7 +17,6 @@ use serde_json::json;
 use super::endpoints::*;
 use super::fixtures::*;
 use super::pods::*;
-use super::*;
 use crate::config::TranslatorConfig;
 use crate::core::endpoint::*;
 use crate::proto::weighted_addr::*;
@@ -342,7 +342,7 @@ fn opaque_ports_from_annotation_default_and_server() {
 
     // The annotation replaces the default, named ports resolve.
     let mut pod = meshed_pod("p1", "n1");
-    set_annotation(&mut pod, ANNOTATION_OPAQUE_PORTS, "http, 9000-9001");
+    set_annotation(&mut pod, labels::OPAQUE_PORTS, "http, 9000-9001");
     for (port, opaque) in [(8080, true), (9001, true), (3306, false)] {
         let ep = translate_one(pod.clone(), port);
         let h = hint(&weighted_addr(&ep, &cfg, None).expect("ok"));
@@ -351,7 +351,7 @@ fn opaque_ports_from_annotation_default_and_server() {
 
     // An empty annotation means no opaque ports at all.
     let mut pod = meshed_pod("p1", "n1");
-    set_annotation(&mut pod, ANNOTATION_OPAQUE_PORTS, "");
+    set_annotation(&mut pod, labels::OPAQUE_PORTS, "");
     let ep = translate_one(pod, 3306);
     assert_ne!(
         hint(&weighted_addr(&ep, &cfg, None).expect("ok")),
@@ -404,7 +404,7 @@ fn transport_header_mode_and_meta_ports() {
 #[test]
 fn skip_inbound_ports_disable_mesh_features() {
     let mut pod = meshed_pod("p1", "n1");
-    set_annotation(&mut pod, ANNOTATION_SKIP_INBOUND_PORTS, "8080,9000-9100");
+    set_annotation(&mut pod, labels::SKIP_INBOUND_PORTS, "8080,9000-9100");
     let ep = translate_one(pod.clone(), 8080);
     let wa = weighted_addr(&ep, &cfg(), None).expect("ok");
     assert_eq!(wa.protocol_hint, None);
@@ -422,7 +422,7 @@ fn skip_inbound_ports_disable_mesh_features() {
 #[test]
 fn identity_needs_same_control_plane_and_trust_domain() {
     let mut pod = meshed_pod("p1", "n1");
-    set_label(&mut pod, LABEL_CONTROL_PLANE_NS, "other-linkerd");
+    set_label(&mut pod, labels::CONTROL_PLANE_NS, "other-linkerd");
     let ep = translate_one(pod, 8080);
     let wa = weighted_addr(&ep, &cfg(), None).expect("ok");
     assert!(
@@ -467,14 +467,18 @@ fn proxy_env_problems_drop_meshed_addresses() {
     cfg.default_opaque_ports = crate::config::PortSet::parse("3306");
 
     // Admin port missing → dropped even for a non-opaque port.
-    let ep = translate_one(strip_env(ENV_ADMIN_LISTEN_ADDR), 8080);
+    let ep = translate_one(strip_env(labels::ENV_PROXY_ADMIN_LISTEN_ADDR), 8080);
     let err = weighted_addr(&ep, &cfg, None).expect_err("dropped");
-    assert!(err.to_string().contains(ENV_ADMIN_LISTEN_ADDR), "{err}");
+    assert!(
+        err.to_string()
+            .contains(labels::ENV_PROXY_ADMIN_LISTEN_ADDR),
+        "{err}"
+    );
 
     // Inbound port is only needed for opaque transport.
-    let ep = translate_one(strip_env(ENV_INBOUND_LISTEN_ADDR), 8080);
+    let ep = translate_one(strip_env(labels::ENV_PROXY_INBOUND_LISTEN_ADDR), 8080);
     assert!(weighted_addr(&ep, &cfg, None).is_ok());
-    let ep = translate_one(strip_env(ENV_INBOUND_LISTEN_ADDR), 3306);
+    let ep = translate_one(strip_env(labels::ENV_PROXY_INBOUND_LISTEN_ADDR), 3306);
     assert!(weighted_addr(&ep, &cfg, None).is_err());
 
     // Unparsable value.
@@ -482,7 +486,7 @@ fn proxy_env_problems_drop_meshed_addresses() {
     let spec = pod.spec.as_mut().expect("spec");
     for c in &mut spec.containers {
         for e in c.env.iter_mut().flatten() {
-            if e.name == ENV_CONTROL_LISTEN_ADDR {
+            if e.name == labels::ENV_PROXY_CONTROL_LISTEN_ADDR {
                 e.value = Some("localhost:4190".into());
             }
         }
@@ -508,11 +512,11 @@ fn native_sidecar_proxy_in_init_containers() {
     let proxy_idx = spec
         .containers
         .iter()
-        .position(|c| c.name == PROXY_CONTAINER_NAME)
+        .position(|c| c.name == labels::PROXY_CONTAINER)
         .expect("proxy");
     let mut proxy = spec.containers.remove(proxy_idx);
     for e in proxy.env.iter_mut().flatten() {
-        if e.name == ENV_INBOUND_LISTEN_ADDR {
+        if e.name == labels::ENV_PROXY_INBOUND_LISTEN_ADDR {
             e.value = Some("[::]:5143".into());
         }
     }
@@ -578,14 +582,14 @@ fn gateway_endpoints() {
         json!([{"addresses": ["172.16.0.1"], "zone": "z1"}]),
     );
     let labels = s.metadata.labels.get_or_insert_with(Default::default);
-    labels.insert(LABEL_REMOTE_CLUSTER_NAME.into(), "east".into());
+    labels.insert(labels::REMOTE_CLUSTER_NAME.into(), "east".into());
     s.metadata.annotations = Some(BTreeMap::from([
         (
-            ANNOTATION_REMOTE_SVC_FQ_NAME.to_string(),
+            labels::REMOTE_SVC_FQ_NAME.to_string(),
             "web.prod.svc.cluster.local".to_string(),
         ),
         (
-            ANNOTATION_REMOTE_GATEWAY_IDENTITY.to_string(),
+            labels::REMOTE_GATEWAY_IDENTITY.to_string(),
             "gw.linkerd-multicluster.serviceaccount.identity.linkerd.cluster.local".to_string(),
         ),
     ]));
@@ -704,7 +708,7 @@ fn pod_edits_change_the_endpoint() {
     set_label(&mut pod, "pod-template-hash", "def");
     assert_ne!(base, translate_one(pod, 8080));
     let mut pod = meshed_pod("p1", "n1");
-    set_annotation(&mut pod, ANNOTATION_OPAQUE_PORTS, "8080");
+    set_annotation(&mut pod, labels::OPAQUE_PORTS, "8080");
     assert_ne!(base, translate_one(pod, 8080));
 }
 

@@ -245,7 +245,7 @@ mod tests {
     use super::*;
     use crate::k8s::endpoints::*;
     use crate::k8s::fixtures::*;
-    use crate::k8s::{ANNOTATION_OPAQUE_PORTS, ENV_ADMIN_LISTEN_ADDR};
+    use k8s_api::labels;
     use k8s_openapi::api::core::v1::Pod;
     use serde_json::json;
 
@@ -362,7 +362,7 @@ mod tests {
     fn changed_endpoint_is_re_added() {
         let old = two();
         let mut p1 = meshed_pod("p1", "n1");
-        set_annotation(&mut p1, ANNOTATION_OPAQUE_PORTS, "80");
+        set_annotation(&mut p1, labels::OPAQUE_PORTS, "80");
         let new = snapshot(
             vec![p1, meshed_pod("p2", "n1")],
             json!([
@@ -461,7 +461,7 @@ mod tests {
         if let Some(spec) = broken.spec.as_mut() {
             for c in &mut spec.containers {
                 if let Some(env) = c.env.as_mut() {
-                    env.retain(|e| e.name != ENV_ADMIN_LISTEN_ADDR);
+                    env.retain(|e| e.name != labels::ENV_PROXY_ADMIN_LISTEN_ADDR);
                 }
             }
         }

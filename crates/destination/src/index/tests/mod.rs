@@ -5,6 +5,7 @@
 //! One file per concern; the builders and the comparable [`View`] of a
 //! group's state live here.
 
+use k8s_api::labels;
 mod get;
 mod opacity;
 mod owners;
@@ -23,7 +24,6 @@ use super::{EndpointsIndex, endpoints::GroupState};
 use crate::{
     config::TranslatorConfig,
     core::{FilterKey, ServiceId},
-    k8s::LABEL_SERVICE_NAME,
     metrics::DestinationMetrics,
 };
 
@@ -84,7 +84,7 @@ pub(super) fn slice(name: &str, service: &str, pods: &[(&str, &str, bool)]) -> E
         .collect();
     obj(json!({
         "metadata": {"namespace": NS, "name": name,
-                     "labels": {LABEL_SERVICE_NAME: service}},
+                     "labels": {labels::SERVICE_NAME: service}},
         "addressType": "IPv4",
         "ports": [{"name": "http", "port": 8080}],
         "endpoints": endpoints

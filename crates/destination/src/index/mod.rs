@@ -162,14 +162,8 @@ impl EndpointsIndex {
     }
 }
 
-fn strip<K: kube::Resource>(obj: &mut K) {
-    // managedFields are large and never read.
-    obj.meta_mut().managed_fields = None;
-}
-
 impl Index<Service> for EndpointsIndex {
-    fn apply(&mut self, mut svc: Service) {
-        strip(&mut svc);
+    fn apply(&mut self, svc: Service) {
         let Some(id) = service_key(&svc) else {
             return;
         };
@@ -188,8 +182,7 @@ impl Index<Service> for EndpointsIndex {
 }
 
 impl Index<EndpointSlice> for EndpointsIndex {
-    fn apply(&mut self, mut slice: EndpointSlice) {
-        strip(&mut slice);
+    fn apply(&mut self, slice: EndpointSlice) {
         let Some((ns, name)) = namespaced_name(&slice.metadata) else {
             return;
         };
@@ -205,8 +198,7 @@ impl Index<EndpointSlice> for EndpointsIndex {
 }
 
 impl Index<Pod> for EndpointsIndex {
-    fn apply(&mut self, mut pod: Pod) {
-        strip(&mut pod);
+    fn apply(&mut self, pod: Pod) {
         let Some(key) = pod_key(&pod) else {
             return;
         };
@@ -227,10 +219,7 @@ impl Index<Pod> for EndpointsIndex {
             .collect();
         let pods = pods
             .into_iter()
-            .filter_map(|mut pod| {
-                strip(&mut pod);
-                Some((pod_key(&pod)?, pod))
-            })
+            .filter_map(|pod| Some((pod_key(&pod)?, pod)))
             .collect();
         let touched = self.cluster.reset_pods(pods, removed);
         self.refresh(touched);
@@ -238,8 +227,7 @@ impl Index<Pod> for EndpointsIndex {
 }
 
 impl Index<ServiceProfile> for EndpointsIndex {
-    fn apply(&mut self, mut profile: ServiceProfile) {
-        strip(&mut profile);
+    fn apply(&mut self, profile: ServiceProfile) {
         let Some(key) = namespaced_name(&profile.metadata) else {
             return;
         };

@@ -1,15 +1,28 @@
 //! Prometheus metrics of the destination, named like the original's so
-//! dashboards port: per filter group `endpoints_subscribers`,
-//! `endpoints_updates`, `endpoints_exists` and `endpoints_pods`, plus
-//! Meridian's `endpoints_coalesced_updates` (a slow stream skipped states).
+//! dashboards port.
+//!
+//! - Per filter group `endpoints_subscribers`, `endpoints_updates`,
+//!   `endpoints_exists` and `endpoints_pods`: read from the shared index
+//!   when scraped, by [`IndexCollector`]. The index holds no metric handle;
+//!   dependencies run one way, metrics → index.
+//! - The gRPC layer's `endpoints_coalesced_updates` (a slow stream skipped
+//!   states), `get_streams` and `get_invalid_requests`: [`DestinationMetrics`].
 
+use std::sync::Arc;
+
+use parking_lot::RwLock;
 use prometheus_client::{
-    encoding::EncodeLabelSet,
-    metrics::{counter::Counter, family::Family, gauge::Gauge},
+    collector::Collector,
+    encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric},
+    metrics::{
+        MetricType,
+        counter::{ConstCounter, Counter},
+        gauge::{ConstGauge, Gauge},
+    },
     registry::Registry,
 };
 
-use crate::proto::snapshot::Snapshot;
+use crate::index::{EndpointsIndex, GroupStats};
 
 /// Labels of one filter group's series.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -22,51 +35,30 @@ pub struct GroupLabels {
     pub nodename: String,
 }
 
-/// All destination metrics (cheap to clone).
+impl GroupLabels {
+    fn of(group: &GroupStats) -> Self {
+        Self {
+            cluster: "local".to_string(),
+            namespace: group.service.namespace.clone(),
+            service: group.service.name.clone(),
+            port: group.port.to_string(),
+            hostname: group.key.hostname.clone(),
+            nodename: group.key.node_name.clone(),
+        }
+    }
+}
+
+/// The gRPC layer's metrics (cheap to clone).
 #[derive(Clone, Debug, Default)]
 pub struct DestinationMetrics {
-    subscribers: Family<GroupLabels, Gauge>,
-    updates: Family<GroupLabels, Counter>,
-    exists: Family<GroupLabels, Gauge>,
-    pods: Family<GroupLabels, Gauge>,
     coalesced: Counter,
     streams: Gauge,
     invalid_requests: Counter,
 }
 
-/// The series of one group.
-#[derive(Clone, Debug)]
-pub struct GroupMetrics {
-    labels: GroupLabels,
-    subscribers: Gauge,
-    updates: Counter,
-    exists: Gauge,
-    pods: Gauge,
-}
-
 impl DestinationMetrics {
     pub fn register(registry: &mut Registry) -> Self {
         let m = Self::default();
-        registry.register(
-            "endpoints_subscribers",
-            "Streams subscribed to a filter group",
-            m.subscribers.clone(),
-        );
-        registry.register(
-            "endpoints_updates",
-            "Changes published to a filter group",
-            m.updates.clone(),
-        );
-        registry.register(
-            "endpoints_exists",
-            "1 if the group's Service exists",
-            m.exists.clone(),
-        );
-        registry.register(
-            "endpoints_pods",
-            "Endpoints in the group's snapshot",
-            m.pods.clone(),
-        );
         registry.register(
             "endpoints_coalesced_updates",
             "Times a stream that could not keep up skipped intermediate states and was sent one diff to the newest",
@@ -79,24 +71,6 @@ impl DestinationMetrics {
             m.invalid_requests.clone(),
         );
         m
-    }
-
-    pub fn group(&self, labels: GroupLabels) -> GroupMetrics {
-        GroupMetrics {
-            subscribers: self.subscribers.get_or_create(&labels).clone(),
-            updates: self.updates.get_or_create(&labels).clone(),
-            exists: self.exists.get_or_create(&labels).clone(),
-            pods: self.pods.get_or_create(&labels).clone(),
-            labels,
-        }
-    }
-
-    /// Removes a dropped group's series.
-    pub fn remove_group(&self, group: &GroupMetrics) {
-        self.subscribers.remove(&group.labels);
-        self.updates.remove(&group.labels);
-        self.exists.remove(&group.labels);
-        self.pods.remove(&group.labels);
     }
 
     pub fn coalesced(&self) {
@@ -116,18 +90,116 @@ impl DestinationMetrics {
     }
 }
 
-impl GroupMetrics {
-    pub fn set_subscribers(&self, n: usize) {
-        self.subscribers.set(i64::try_from(n).unwrap_or(i64::MAX));
-    }
+/// Reads the filter groups of the index on every scrape.
+pub struct IndexCollector {
+    index: Arc<RwLock<EndpointsIndex>>,
+}
 
-    pub fn updated(&self) {
-        self.updates.inc();
+impl std::fmt::Debug for IndexCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IndexCollector").finish_non_exhaustive()
     }
+}
 
-    pub fn observe(&self, snapshot: &Snapshot) {
-        self.exists.set(i64::from(snapshot.exists()));
-        self.pods
-            .set(i64::try_from(snapshot.len()).unwrap_or(i64::MAX));
+impl IndexCollector {
+    /// A collector over the shared index (register it with
+    /// `Registry::register_collector`).
+    pub fn new(index: Arc<RwLock<EndpointsIndex>>) -> Self {
+        Self { index }
+    }
+}
+
+/// A per-group gauge: name, help, and how to read it.
+type GroupGauge = (&'static str, &'static str, fn(&GroupStats) -> i64);
+
+fn to_i64(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+impl Collector for IndexCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        // Copy out under the read lock; encode without it.
+        let groups: Vec<(GroupLabels, GroupStats)> = self
+            .index
+            .read()
+            .endpoint_publishers()
+            .groups()
+            .into_iter()
+            .map(|g| (GroupLabels::of(&g), g))
+            .collect();
+        let gauges: [GroupGauge; 3] = [
+            (
+                "endpoints_subscribers",
+                "Streams subscribed to a filter group",
+                |g| to_i64(g.subscribers),
+            ),
+            ("endpoints_exists", "1 if the group's Service exists", |g| {
+                i64::from(g.exists)
+            }),
+            ("endpoints_pods", "Endpoints in the group's snapshot", |g| {
+                to_i64(g.endpoints)
+            }),
+        ];
+        for (name, help, value) in gauges {
+            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+            for (labels, group) in &groups {
+                ConstGauge::new(value(group)).encode(family.encode_family(labels)?)?;
+            }
+        }
+        let mut family = encoder.encode_descriptor(
+            "endpoints_updates",
+            "Changes published to a filter group",
+            None,
+            MetricType::Counter,
+        )?;
+        for (labels, group) in &groups {
+            ConstCounter::new(group.updates).encode(family.encode_family(labels)?)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{config::TranslatorConfig, core::FilterKey, core::ServiceId};
+
+    #[test]
+    fn group_series_are_read_from_the_index_when_scraped() {
+        let index = Arc::new(RwLock::new(EndpointsIndex::new(Arc::new(
+            TranslatorConfig::default(),
+        ))));
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(IndexCollector::new(index.clone())));
+        let web = ServiceId {
+            namespace: "ns".into(),
+            name: "web".into(),
+        };
+        let rx = index
+            .write()
+            .subscribe(&web, 80, FilterKey::default())
+            .expect("subscribed");
+        let scrape = || {
+            let mut text = String::new();
+            prometheus_client::encoding::text::encode(&mut text, &registry).expect("encoded");
+            text
+        };
+        let labels =
+            r#"{cluster="local",namespace="ns",service="web",port="80",hostname="",nodename=""}"#;
+        let text = scrape();
+        for line in [
+            format!("endpoints_subscribers{labels} 1"),
+            format!("endpoints_exists{labels} 0"),
+            format!("endpoints_pods{labels} 0"),
+            format!("endpoints_updates_total{labels} 0"),
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
+        }
+        drop(rx);
+        index.write().release(&web, 80, &FilterKey::default());
+        assert!(
+            !scrape().contains("service=\"web\""),
+            "a dropped group has no series"
+        );
     }
 }

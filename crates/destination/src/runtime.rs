@@ -17,7 +17,7 @@ use crate::{
     config::{TranslatorConfig, TranslatorFlags},
     grpc::{DestinationRouter, DestinationService},
     index::EndpointsIndex,
-    metrics::DestinationMetrics,
+    metrics::{DestinationMetrics, IndexCollector},
 };
 
 /// Flags of `destination`. Names and defaults follow the original controller;
@@ -205,10 +205,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let link_metrics = crate::policy_link::LinkMetrics::register(&mut registry);
     let readiness = Readiness::default();
 
-    let index = Arc::new(RwLock::new(EndpointsIndex::new(
-        config.clone(),
-        metrics.clone(),
-    )));
+    let index = Arc::new(RwLock::new(EndpointsIndex::new(config.clone())));
+    registry.register_collector(Box::new(IndexCollector::new(index.clone())));
     let watches = [
         resources::services(client.clone(), index.clone(), &index_metrics),
         resources::endpoint_slices(client.clone(), index.clone(), &index_metrics),

@@ -400,10 +400,9 @@ mod tests {
     }
 
     fn router(synced: watch::Receiver<bool>) -> DestinationRouter {
-        let index = Arc::new(RwLock::new(EndpointsIndex::new(
-            Arc::new(TranslatorConfig::default()),
-            DestinationMetrics::default(),
-        )));
+        let index = Arc::new(RwLock::new(EndpointsIndex::new(Arc::new(
+            TranslatorConfig::default(),
+        ))));
         let (_stop, shutdown) = watch::channel(false);
         DestinationRouter::new(DestinationService::new(
             index,

@@ -27,7 +27,6 @@ use crate::{
         endpoints::{Lookups, internal_traffic_policy_local, set_labels, translate_endpoints},
         services::is_external_name,
     },
-    metrics::{DestinationMetrics, GroupLabels, GroupMetrics},
     proto::{
         frames::{self, Frames},
         snapshot::Snapshot,
@@ -86,23 +85,12 @@ pub enum SubscribeError {
 
 /// The `Get` publishers: one [`PortPublisher`] per subscribed Service port.
 /// They read the [`ClusterState`] and know nothing of profiles.
+#[derive(Default)]
 pub struct EndpointPublishers {
-    metrics: DestinationMetrics,
-    /// The `cluster` label of the group metrics.
-    cluster_name: String,
     publishers: HashMap<ServiceId, HashMap<u16, PortPublisher>>,
 }
 
 impl EndpointPublishers {
-    /// No publishers yet.
-    pub fn new(metrics: DestinationMetrics) -> Self {
-        Self {
-            metrics,
-            cluster_name: "local".to_string(),
-            publishers: HashMap::new(),
-        }
-    }
-
     /// Subscribes to the group of `key` on `service:port`.
     pub fn subscribe(
         &mut self,
@@ -117,14 +105,6 @@ impl EndpointPublishers {
         {
             return Err(SubscribeError::ExternalName(service.clone()));
         }
-        let labels = GroupLabels {
-            cluster: self.cluster_name.clone(),
-            namespace: service.namespace.clone(),
-            service: service.name.clone(),
-            port: port.to_string(),
-            hostname: key.hostname.clone(),
-            nodename: key.node_name.clone(),
-        };
         let is_new = !self
             .publishers
             .get(service)
@@ -134,7 +114,6 @@ impl EndpointPublishers {
         let cx = GroupContext {
             config: cluster.config(),
             node_zone: &node_zone,
-            metrics: &self.metrics,
         };
         let publisher = self
             .publishers
@@ -145,7 +124,7 @@ impl EndpointPublishers {
         if let Some(inputs) = inputs {
             publisher.update(inputs, &cx);
         }
-        Ok(publisher.subscribe(key, labels, &cx))
+        Ok(publisher.subscribe(key, &cx))
     }
 
     /// Called after a stream dropped its receiver: drops empty groups and publishers.
@@ -154,7 +133,7 @@ impl EndpointPublishers {
             return;
         };
         if let Some(publisher) = ports.get_mut(&port)
-            && publisher.release(key, &self.metrics)
+            && publisher.release(key)
         {
             ports.remove(&port);
         }
@@ -189,11 +168,32 @@ impl EndpointPublishers {
         let cx = GroupContext {
             config: cluster.config(),
             node_zone: &node_zone,
-            metrics: &self.metrics,
         };
         for (port, publisher) in ports.iter_mut() {
             publisher.update(port_inputs(cluster, service, *port), &cx);
         }
+    }
+
+    /// What each group looks like now (read by the metrics when scraped).
+    pub fn groups(&self) -> Vec<GroupStats> {
+        let mut stats = Vec::new();
+        for (service, ports) in &self.publishers {
+            for (port, publisher) in ports {
+                for (key, group) in &publisher.groups {
+                    let state = group.tx.borrow();
+                    stats.push(GroupStats {
+                        service: service.clone(),
+                        port: *port,
+                        key: key.clone(),
+                        subscribers: group.tx.receiver_count(),
+                        updates: state.version,
+                        exists: state.snapshot.exists(),
+                        endpoints: state.snapshot.len(),
+                    });
+                }
+            }
+        }
+        stats
     }
 
     /// Number of (service, port) publishers.
@@ -245,7 +245,25 @@ fn port_inputs(cluster: &ClusterState, service: &ServiceId, port: u16) -> PortIn
 #[derive(Debug)]
 pub struct Group {
     tx: watch::Sender<Arc<GroupState>>,
-    metrics: GroupMetrics,
+}
+
+/// One group as the metrics see it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupStats {
+    /// The Service.
+    pub service: ServiceId,
+    /// The requested port.
+    pub port: u16,
+    /// The group's filter key.
+    pub key: FilterKey,
+    /// Streams following the group.
+    pub subscribers: usize,
+    /// Changes published (the group's version).
+    pub updates: u64,
+    /// Whether the Service exists.
+    pub exists: bool,
+    /// Endpoints in the group's snapshot.
+    pub endpoints: usize,
 }
 
 /// All groups of one (Service, port).
@@ -260,7 +278,6 @@ pub struct GroupContext<'a> {
     pub config: &'a TranslatorConfig,
     /// The zone of a node, by name.
     pub node_zone: &'a dyn Fn(&str) -> Option<String>,
-    pub metrics: &'a DestinationMetrics,
 }
 
 impl PortPublisher {
@@ -277,35 +294,27 @@ impl PortPublisher {
     pub fn subscribe(
         &mut self,
         key: FilterKey,
-        labels: GroupLabels,
         cx: &GroupContext<'_>,
     ) -> watch::Receiver<Arc<GroupState>> {
         if let Some(group) = self.groups.get(&key) {
-            let rx = group.tx.subscribe();
-            group.metrics.set_subscribers(group.tx.receiver_count());
-            return rx;
+            return group.tx.subscribe();
         }
         let snapshot = build_snapshot(&self.inputs, &key, cx, None);
         let state = GroupState::new(0, snapshot, Arc::from(Vec::new()));
-        let metrics = cx.metrics.group(labels);
-        metrics.observe(&state.snapshot);
         let (tx, rx) = watch::channel(Arc::new(state));
-        metrics.set_subscribers(1);
-        self.groups.insert(key, Group { tx, metrics });
+        self.groups.insert(key, Group { tx });
         rx
     }
 
     /// Drops the group of `key` if it has no receivers left. Returns whether
     /// this publisher has no groups left.
-    pub fn release(&mut self, key: &FilterKey, metrics: &DestinationMetrics) -> bool {
-        if let Some(group) = self.groups.get(key) {
-            let receivers = group.tx.receiver_count();
-            group.metrics.set_subscribers(receivers);
-            if receivers == 0
-                && let Some(group) = self.groups.remove(key)
-            {
-                metrics.remove_group(&group.metrics);
-            }
+    pub fn release(&mut self, key: &FilterKey) -> bool {
+        if self
+            .groups
+            .get(key)
+            .is_some_and(|group| group.tx.receiver_count() == 0)
+        {
+            self.groups.remove(key);
         }
         self.groups.is_empty()
     }
@@ -324,8 +333,6 @@ impl Group {
         }
         let step = frames::step(&current.snapshot, &snapshot);
         let state = GroupState::new(current.version + 1, snapshot, step);
-        self.metrics.observe(&state.snapshot);
-        self.metrics.updated();
         self.tx.send_replace(Arc::new(state));
     }
 }

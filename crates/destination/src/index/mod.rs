@@ -25,7 +25,7 @@ use kube::core::PartialObjectMeta;
 use tokio::sync::watch;
 
 pub use cluster::{ClusterState, Touched};
-pub use endpoints::{EndpointPublishers, SubscribeError};
+pub use endpoints::{EndpointPublishers, GroupStats, SubscribeError};
 pub use profiles::{ProfileKey, ProfileLookupError, ProfilePublishers, Resolution};
 
 use crate::{
@@ -35,7 +35,6 @@ use crate::{
         pods::{namespaced_name, node_topology_zone, pod_key, sole_owner},
         services::service_key,
     },
-    metrics::DestinationMetrics,
     proto::profile::ProfileState,
 };
 use endpoints::GroupState;
@@ -51,10 +50,10 @@ pub struct EndpointsIndex {
 }
 
 impl EndpointsIndex {
-    pub fn new(config: Arc<TranslatorConfig>, metrics: DestinationMetrics) -> Self {
+    pub fn new(config: Arc<TranslatorConfig>) -> Self {
         Self {
             cluster: ClusterState::new(config),
-            endpoints: EndpointPublishers::new(metrics),
+            endpoints: EndpointPublishers::default(),
             profiles: ProfilePublishers::default(),
         }
     }

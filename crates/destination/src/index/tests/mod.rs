@@ -24,16 +24,12 @@ use super::{EndpointsIndex, endpoints::GroupState};
 use crate::{
     config::TranslatorConfig,
     core::{FilterKey, ServiceId},
-    metrics::DestinationMetrics,
 };
 
 pub(super) const NS: &str = "ns";
 
 pub(super) fn index() -> EndpointsIndex {
-    EndpointsIndex::new(
-        Arc::new(TranslatorConfig::default()),
-        DestinationMetrics::default(),
-    )
+    EndpointsIndex::new(Arc::new(TranslatorConfig::default()))
 }
 
 pub(super) fn obj<K: serde::de::DeserializeOwned>(v: Value) -> K {

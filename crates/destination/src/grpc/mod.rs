@@ -15,6 +15,10 @@ use tokio::sync::watch;
 use tonic::server::NamedService;
 use tonic::{Request, Response, Status};
 
+mod cursor;
+
+pub use cursor::StreamCursor;
+
 use crate::{
     core::{
         FilterKey, ServiceId,
@@ -23,7 +27,7 @@ use crate::{
     },
     index::{
         EndpointsIndex, SubscribeError,
-        endpoints::{GroupState, StreamCursor},
+        endpoints::GroupState,
         profiles::{ProfileKey, ProfileLookupError, Resolution},
     },
     metrics::DestinationMetrics,
@@ -72,7 +76,7 @@ impl DestinationService {
     }
 
     /// Waits until the index has synced with the API server for the first
-    /// time (at most [`SYNC_WAIT`]), else `Unavailable`: no answer is ever
+    /// time (at most `SYNC_WAIT`), else `Unavailable`: no answer is ever
     /// given from an index that has not seen the cluster yet.
     pub async fn wait_synced(&self) -> Result<(), Status> {
         let mut synced = self.synced.clone();
@@ -318,8 +322,8 @@ impl DestinationService {
 }
 
 /// The gRPC service registered with the server: `Get` and `GetProfile` are answered with
-/// [`FramedStream`] bodies (no per-stream encode buffer, see
-/// [`crate::grpc_stream`]); every other method goes to the generated server.
+/// [`grpc_stream::FramedStream`] bodies (no per-stream encode buffer, see
+/// the [`grpc_stream`] crate); every other method goes to the generated server.
 #[derive(Clone)]
 pub struct DestinationRouter {
     service: DestinationService,

@@ -363,36 +363,3 @@ fn build_snapshot(
         previous,
     )
 }
-
-/// A stream's position: the last state it sent.
-#[derive(Debug)]
-pub struct StreamCursor {
-    last: Option<Arc<GroupState>>,
-}
-
-impl StreamCursor {
-    pub fn new() -> Self {
-        Self { last: None }
-    }
-
-    /// The frames that bring this stream to `newest`, and whether
-    /// intermediate versions were skipped (coalesced). A stream that kept up
-    /// shares the group's frames; only a stream that fell behind encodes its
-    /// own diff.
-    pub fn advance(&mut self, newest: Arc<GroupState>) -> (Frames, bool) {
-        let (frames, coalesced) = match &self.last {
-            None => (newest.initial_frames(), false),
-            Some(last) if last.version == newest.version => (Arc::from(Vec::new()), false),
-            Some(last) if last.version + 1 == newest.version => (newest.step.clone(), false),
-            Some(last) => (frames::step(&last.snapshot, &newest.snapshot), true),
-        };
-        self.last = Some(newest);
-        (frames, coalesced)
-    }
-}
-
-impl Default for StreamCursor {
-    fn default() -> Self {
-        Self::new()
-    }
-}

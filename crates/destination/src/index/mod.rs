@@ -295,4 +295,4 @@ impl Index<PartialObjectMeta<Job>> for EndpointsIndex {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

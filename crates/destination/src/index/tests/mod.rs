@@ -6,7 +6,7 @@
 //! group's state live here.
 
 use k8s_api::labels;
-mod get;
+pub(crate) mod get;
 mod opacity;
 mod owners;
 mod profiles;
@@ -26,17 +26,17 @@ use crate::{
     core::{FilterKey, ServiceId},
 };
 
-pub(super) const NS: &str = "ns";
+pub(crate) const NS: &str = "ns";
 
-pub(super) fn index() -> EndpointsIndex {
+pub(crate) fn index() -> EndpointsIndex {
     EndpointsIndex::new(Arc::new(TranslatorConfig::default()))
 }
 
-pub(super) fn obj<K: serde::de::DeserializeOwned>(v: Value) -> K {
+pub(crate) fn obj<K: serde::de::DeserializeOwned>(v: Value) -> K {
     serde_json::from_value(v).expect("valid Kubernetes object")
 }
 
-pub(super) fn svc_id(name: &str) -> ServiceId {
+pub(crate) fn svc_id(name: &str) -> ServiceId {
     ServiceId {
         namespace: NS.into(),
         name: name.into(),
@@ -44,7 +44,7 @@ pub(super) fn svc_id(name: &str) -> ServiceId {
 }
 
 /// A Service `name` with port 80 → target port `http`, and a ClusterIP.
-pub(super) fn service(name: &str, cluster_ip: &str) -> Service {
+pub(crate) fn service(name: &str, cluster_ip: &str) -> Service {
     obj(json!({
         "metadata": {"namespace": NS, "name": name},
         "spec": {
@@ -55,7 +55,7 @@ pub(super) fn service(name: &str, cluster_ip: &str) -> Service {
 }
 
 /// A Running pod on node-1 with `app: web`.
-pub(super) fn pod(name: &str, ip: &str) -> Pod {
+pub(crate) fn pod(name: &str, ip: &str) -> Pod {
     obj(json!({
         "metadata": {"namespace": NS, "name": name, "labels": {"app": "web"}},
         "spec": {"nodeName": "node-1", "containers": [{"name": "app"}]},
@@ -65,7 +65,7 @@ pub(super) fn pod(name: &str, ip: &str) -> Pod {
 
 /// A slice `name` of Service `service` with (pod, ip, ready) endpoints on
 /// port `http` = 8080, in zone z1.
-pub(super) fn slice(name: &str, service: &str, pods: &[(&str, &str, bool)]) -> EndpointSlice {
+pub(crate) fn slice(name: &str, service: &str, pods: &[(&str, &str, bool)]) -> EndpointSlice {
     let endpoints: Vec<_> = pods
         .iter()
         .map(|(pod, ip, ready)| {
@@ -87,7 +87,7 @@ pub(super) fn slice(name: &str, service: &str, pods: &[(&str, &str, bool)]) -> E
     }))
 }
 
-pub(super) fn subscribe(
+pub(crate) fn subscribe(
     idx: &mut EndpointsIndex,
     service: &str,
     key: FilterKey,

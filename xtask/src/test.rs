@@ -1,5 +1,8 @@
 //! `cargo xtask test`: every test of the workspace. Builds the control-plane
-//! binaries first (cached), so that the integration tests only start them.
+//! binaries first (cached), so that the integration tests only start them,
+//! then checks the documentation's intra-doc links (`cargo doc --no-deps`,
+//! broken links as errors: cheap next to the tests, and catches stale
+//! references after a move).
 
 use std::process::Command;
 
@@ -34,6 +37,19 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
         .status()?;
     if !status.success() {
         bail!("cargo test failed with {status}");
+    }
+    doc_links(&cargo)
+}
+
+/// `cargo doc --workspace --no-deps` with broken intra-doc links as errors.
+pub fn doc_links(cargo: &str) -> anyhow::Result<()> {
+    let status = Command::new(cargo)
+        .args(["doc", "--workspace", "--no-deps", "--quiet"])
+        .env("RUSTDOCFLAGS", "-D rustdoc::broken_intra_doc_links")
+        .current_dir(workspace_root())
+        .status()?;
+    if !status.success() {
+        bail!("cargo doc found broken intra-doc links ({status})");
     }
     Ok(())
 }

@@ -32,7 +32,7 @@ use crate::{
     config::TranslatorConfig,
     core::{FilterKey, OpaquePortsUpdate, ServiceId, endpoint::ParentKind},
     k8s::{
-        pods::{namespaced_name, node_topology_zone, pod_key, sole_owner},
+        pods::{namespaced_name, node_zone, pod_key, sole_owner},
         services::service_key,
     },
     proto::profile::ProfileState,
@@ -243,10 +243,9 @@ impl Index<ServiceProfile> for EndpointsIndex {
 
 impl Index<PartialObjectMeta<Node>> for EndpointsIndex {
     fn apply(&mut self, node: PartialObjectMeta<Node>) {
-        let Some(name) = node.metadata.name.clone() else {
+        let Some((name, zone)) = node_zone(&node.metadata) else {
             return;
         };
-        let zone = node_topology_zone(&node.metadata).map(str::to_string);
         let touched = self.cluster.apply_node_zone(name, zone);
         self.refresh(touched);
     }

@@ -233,3 +233,11 @@ pub fn exposes_host_port(pod: &Pod, addr: SocketAddr) -> bool {
                 .any(|p| p.host_port == Some(port))
         })
 }
+
+/// A node's name and zone label, if it has a name.
+pub fn node_zone(node: &ObjectMeta) -> Option<(String, Option<String>)> {
+    Some((
+        node.name.clone()?,
+        node_topology_zone(node).map(str::to_string),
+    ))
+}

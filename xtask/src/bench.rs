@@ -27,7 +27,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             "-p",
             "bench",
             "-p",
-            "destination-core",
+            "destination",
             "-p",
             "policy-controller",
             "-p",

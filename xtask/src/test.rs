@@ -1,7 +1,9 @@
 //! `cargo xtask test`: every test of the workspace. Builds the control-plane
-//! binaries first (cached), so that the integration tests only start them;
-//! then runs `cargo xtask e2e` (the Meridian pod on a local real node)
-//! unless `--no-e2e`.
+//! binaries first (cached), so that the integration tests only start them,
+//! then checks the documentation's intra-doc links (`cargo doc --no-deps`,
+//! broken links as errors: cheap next to the tests, and catches stale
+//! references after a move), then runs `cargo xtask e2e` (the Meridian pod
+//! on a local real node) unless `--no-e2e`.
 
 use std::process::Command;
 
@@ -45,6 +47,7 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
     if !status.success() {
         bail!("cargo test failed with {status}");
     }
+    doc_links(&cargo)?;
     if args.no_e2e {
         return Ok(());
     }
@@ -57,4 +60,17 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
         keep: false,
         test_args: Vec::new(),
     })
+}
+
+/// `cargo doc --workspace --no-deps` with broken intra-doc links as errors.
+pub fn doc_links(cargo: &str) -> anyhow::Result<()> {
+    let status = Command::new(cargo)
+        .args(["doc", "--workspace", "--no-deps", "--quiet"])
+        .env("RUSTDOCFLAGS", "-D rustdoc::broken_intra_doc_links")
+        .current_dir(workspace_root())
+        .status()?;
+    if !status.success() {
+        bail!("cargo doc found broken intra-doc links ({status})");
+    }
+    Ok(())
 }

@@ -50,7 +50,7 @@ pub struct Cluster {
     pub kubectl: PathBuf,
     /// The namespace Meridian is installed in.
     pub control_plane_ns: String,
-    /// The HTTP server image test workloads run (see [`http_deployment`]).
+    /// The HTTP server image test workloads run.
     pub http_image: String,
 }
 

@@ -76,3 +76,27 @@ pub const TIMEOUT_AND_RETRY: [&str; 7] = [
     RETRY_HTTP,
     RETRY_GRPC,
 ];
+
+/// Pod annotation listing inbound ports the proxy does not handle.
+pub const SKIP_INBOUND_PORTS: &str = "config.linkerd.io/skip-inbound-ports";
+/// Pod label set by the Deployment controller (a metric label of endpoints).
+pub const POD_TEMPLATE_HASH: &str = "pod-template-hash";
+/// EndpointSlice label naming its Service.
+pub const SERVICE_NAME: &str = "kubernetes.io/service-name";
+/// Node label with the node's zone.
+pub const TOPOLOGY_ZONE: &str = "topology.kubernetes.io/zone";
+/// EndpointSlice label set on mirrored (multicluster) slices.
+pub const REMOTE_CLUSTER_NAME: &str = "mirror.linkerd.io/cluster-name";
+/// EndpointSlice annotation with the remote Service's FQDN.
+pub const REMOTE_SVC_FQ_NAME: &str = "mirror.linkerd.io/remote-svc-fq-name";
+/// EndpointSlice annotation with the remote gateway's TLS identity.
+pub const REMOTE_GATEWAY_IDENTITY: &str = "mirror.linkerd.io/remote-gateway-identity";
+
+/// Name of the injected proxy container.
+pub const PROXY_CONTAINER: &str = "linkerd-proxy";
+/// Proxy env var with the inbound listen address.
+pub const ENV_PROXY_INBOUND_LISTEN_ADDR: &str = "LINKERD2_PROXY_INBOUND_LISTEN_ADDR";
+/// Proxy env var with the admin listen address.
+pub const ENV_PROXY_ADMIN_LISTEN_ADDR: &str = "LINKERD2_PROXY_ADMIN_LISTEN_ADDR";
+/// Proxy env var with the control listen address.
+pub const ENV_PROXY_CONTROL_LISTEN_ADDR: &str = "LINKERD2_PROXY_CONTROL_LISTEN_ADDR";

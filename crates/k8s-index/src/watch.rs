@@ -5,7 +5,8 @@
 //! deleted while the watch was down (an apiserver outage, a network split)
 //! disappear. Objects that fail to deserialize are logged, counted and
 //! treated as absent; they never stop the watch. Watch failures are
-//! retried with kube-runtime's default backoff.
+//! retried with kube-runtime's default backoff. `managedFields`, large and
+//! read by no index, are dropped once on the stream ([`Checked::trim`]).
 
 use std::{collections::HashSet, fmt::Debug, sync::Arc};
 
@@ -35,6 +36,9 @@ pub type SharedIndex<I> = Arc<RwLock<I>>;
 pub trait Checked: Resource + Clone + DeserializeOwned + Debug + Send + 'static {
     type Object: Resource + Send;
     fn checked(self) -> Result<Self::Object, Box<InvalidObject>>;
+    /// Drops what no index reads (`metadata.managedFields`) before the
+    /// object is stored.
+    fn trim(&mut self);
 }
 
 impl<K> Checked for DeserializeGuard<K>
@@ -46,6 +50,11 @@ where
     fn checked(self) -> Result<K, Box<InvalidObject>> {
         self.0.map_err(Box::new)
     }
+    fn trim(&mut self) {
+        if let Ok(obj) = &mut self.0 {
+            obj.meta_mut().managed_fields = None;
+        }
+    }
 }
 
 macro_rules! always_valid {
@@ -54,6 +63,9 @@ macro_rules! always_valid {
             type Object = $ty;
             fn checked(self) -> Result<$ty, Box<InvalidObject>> {
                 Ok(self)
+            }
+            fn trim(&mut self) {
+                self.meta_mut().managed_fields = None;
             }
         }
     )*};
@@ -132,7 +144,8 @@ impl WatchTask {
     }
 }
 
-/// Applies `stream`'s events to `index` until the stream ends.
+/// Applies `stream`'s events to `index` until the stream ends, each object
+/// trimmed once ([`Checked::trim`]) before any index sees it.
 pub async fn watch_into<W, I, S>(
     kind: String,
     stream: S,
@@ -145,7 +158,7 @@ pub async fn watch_into<W, I, S>(
     S: Stream<Item = Result<watcher::Event<W>, watcher::Error>>,
 {
     let mut state = WatchState::<W::Object>::default();
-    let mut stream = std::pin::pin!(stream);
+    let mut stream = std::pin::pin!(stream.modify(W::trim));
     while let Some(event) = stream.next().await {
         match event {
             Ok(event) => {
@@ -296,6 +309,20 @@ mod tests {
 
     fn names(index: &SharedIndex<ObjectCache<Service>>) -> Vec<String> {
         index.read().iter().map(|(k, _)| k.name.clone()).collect()
+    }
+
+    #[test]
+    fn managed_fields_are_trimmed_on_the_stream() {
+        let index = SharedIndex::default();
+        use watcher::Event::*;
+        let mut fat = svc("a");
+        fat.metadata.managed_fields = Some(vec![Default::default()]);
+        run_events(
+            &index,
+            vec![Init, InitApply(fat.clone()), InitDone, Apply(fat)],
+        );
+        let stored = index.read().get_namespaced("ns", "a").expect("stored");
+        assert_eq!(stored.metadata.managed_fields, None);
     }
 
     #[test]

@@ -8,7 +8,22 @@ use prometheus_client::{
     registry::Registry,
 };
 
-use crate::index::{IndexStats, outbound::OutboundStats};
+/// Counts of the inbound index, for metrics and tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IndexStats {
+    pub namespaces: usize,
+    pub pods: usize,
+    pub servers: usize,
+    pub port_servers: usize,
+}
+
+/// Counts of the outbound index, for metrics and tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OutboundStats {
+    pub services: usize,
+    pub routes: usize,
+    pub watches: usize,
+}
 
 /// Sizes of the inbound index.
 #[derive(Clone, Debug, Default)]

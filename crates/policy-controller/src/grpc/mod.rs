@@ -162,7 +162,7 @@ impl<D: DiscoverInboundServer> InboundPolicyServer<D> {
 const WATCH_PORT_PATH: &str = "/io.linkerd.proxy.inbound.InboundServerPolicies/WatchPort";
 
 /// The gRPC service registered with the server: `WatchPort` is answered
-/// with [`FramedStream`] bodies (an idle stream holds no encode buffer);
+/// with [`grpc_stream::FramedStream`] bodies (an idle stream holds no encode buffer);
 /// `GetPort` goes to the generated server.
 pub struct InboundPolicyRouter<D> {
     server: Arc<InboundPolicyServer<D>>,

@@ -190,14 +190,9 @@ pub struct Index {
     opaque: opaque_feed::OpaqueFeed,
 }
 
-/// Counts for metrics and tests.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct IndexStats {
-    pub namespaces: usize,
-    pub pods: usize,
-    pub servers: usize,
-    pub port_servers: usize,
-}
+/// Counts for metrics and tests (defined with the metrics, which do not
+/// import the index: dependencies run index → metrics only).
+pub use crate::metrics::IndexStats;
 
 /// What a mutation requires recomputing.
 enum Touched {

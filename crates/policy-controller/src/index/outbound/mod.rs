@@ -79,13 +79,8 @@ pub struct OutboundIndex {
     metrics: Option<OutboundIndexMetrics>,
 }
 
-/// Counts for metrics and tests.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct OutboundStats {
-    pub services: usize,
-    pub routes: usize,
-    pub watches: usize,
-}
+/// Counts for metrics and tests (defined with the metrics).
+pub use crate::metrics::OutboundStats;
 
 impl OutboundIndex {
     pub fn new(cluster: OutboundCluster) -> Self {

@@ -9,17 +9,13 @@
 //! `policy_link_connected` gauge, and retries with backoff; the snapshot it
 //! gets on reconnecting corrects every affected endpoint.
 
-use std::{collections::BTreeSet, sync::Arc, time::Duration};
+use std::time::Duration;
 
 use meridian_api::policy::v1::{WatchRequest, workload_ports_client::WorkloadPortsClient};
 use meridian_runtime::{DegradedHandle, Shutdown};
-use parking_lot::RwLock;
 use prometheus_client::{metrics::gauge::Gauge, registry::Registry};
 
-use crate::endpoints_index::EndpointsIndex;
-
-/// Opaque ports of one pod, as (namespace, name, ports).
-pub type PodPorts = ((String, String), BTreeSet<u16>);
+pub use crate::core::{OpaquePortsUpdate, PodPorts};
 
 /// Link metrics.
 #[derive(Clone, Debug, Default)]
@@ -39,10 +35,11 @@ impl LinkMetrics {
     }
 }
 
-/// Follows the policy controller at `addr` until shutdown.
+/// Follows the policy controller at `addr` until shutdown, handing every
+/// update to `apply` (the runtime applies it to the index).
 pub async fn run(
     addr: String,
-    index: Arc<RwLock<EndpointsIndex>>,
+    apply: impl Fn(OpaquePortsUpdate) + Send + Sync,
     metrics: LinkMetrics,
     degraded: DegradedHandle,
     shutdown: Shutdown,
@@ -53,11 +50,14 @@ pub async fn run(
     )));
     loop {
         let outcome = tokio::select! {
-            outcome = follow(&addr, &index, &metrics, &degraded, &mut backoff) => outcome,
+            outcome = follow(&addr, &apply, &metrics, &degraded, &mut backoff) => outcome,
             _ = shutdown.clone().requested() => return,
         };
         metrics.connected.set(0);
-        index.write().apply_server_opaque(true, Vec::new());
+        apply(OpaquePortsUpdate {
+            reset: true,
+            pods: Vec::new(),
+        });
         let reason = format!(
             "policy controller at {addr} unreachable ({outcome}); serving annotation-derived opaque hints, retrying"
         );
@@ -74,7 +74,7 @@ pub async fn run(
 /// Connects and applies updates until the stream fails; returns why.
 async fn follow(
     addr: &str,
-    index: &RwLock<EndpointsIndex>,
+    apply: &(impl Fn(OpaquePortsUpdate) + Send + Sync),
     metrics: &LinkMetrics,
     degraded: &DegradedHandle,
     backoff: &mut Duration,
@@ -120,7 +120,10 @@ async fn follow(
                         Some(((pod.namespace, pod.name), ports))
                     })
                     .collect();
-                index.write().apply_server_opaque(update.reset, pods);
+                apply(OpaquePortsUpdate {
+                    reset: update.reset,
+                    pods,
+                });
             }
             Ok(None) => return "the stream ended".to_string(),
             Err(status) => return status.to_string(),

@@ -3,9 +3,9 @@
 //! Local` by node or else topology hints by the client's zone, and finally the
 //! address-family selection.
 
-use crate::authority::Target;
-use crate::context_token::ContextToken;
-use crate::endpoint_translator::{AddressFamily, AddressId, Endpoint, EndpointMap};
+use crate::core::authority::Target;
+use crate::core::context_token::ContextToken;
+use crate::core::endpoint::{AddressFamily, AddressId, Endpoint, EndpointMap};
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -136,8 +136,8 @@ fn select_family(selected: Vec<(&AddressId, &Arc<Endpoint>)>, enable_ipv6: bool)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::authority::{ServiceId, Target};
-    use crate::endpoint_translator::fixtures::*;
+    use crate::core::authority::{ServiceId, Target};
+    use crate::k8s::fixtures::*;
     use serde_json::{Value, json};
 
     fn ep(
@@ -215,7 +215,8 @@ mod tests {
             instance: Some("db-0".into()),
             port: 80,
         };
-        let token = crate::context_token::ContextToken::parse(r#"{"ns":"a","nodeName":"n1"}"#);
+        let token =
+            crate::core::context_token::ContextToken::parse(r#"{"ns":"a","nodeName":"n1"}"#);
         assert_eq!(
             FilterKey::new(&target, &token, true),
             key(true, "n1", "db-0")

@@ -8,7 +8,8 @@
 //! the proxy's set, so no `Remove` precedes them.
 
 use crate::config::TranslatorConfig;
-use crate::endpoint_translator::{AddressId, Endpoint, EndpointMap, weighted_addr};
+use crate::core::endpoint::{AddressId, Endpoint, EndpointMap};
+use crate::proto::weighted_addr::weighted_addr;
 use linkerd2_proxy_api::destination::{
     AddrSet, NoEndpoints, Update, WeightedAddr, WeightedAddrSet, update,
 };
@@ -242,8 +243,9 @@ pub fn updates_between(old: &Snapshot, new: &Snapshot) -> Vec<Update> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::endpoint_translator::fixtures::*;
-    use crate::endpoint_translator::{ANNOTATION_OPAQUE_PORTS, ENV_ADMIN_LISTEN_ADDR, set_labels};
+    use crate::k8s::endpoints::*;
+    use crate::k8s::fixtures::*;
+    use k8s_api::labels;
     use k8s_openapi::api::core::v1::Pod;
     use serde_json::json;
 
@@ -360,7 +362,7 @@ mod tests {
     fn changed_endpoint_is_re_added() {
         let old = two();
         let mut p1 = meshed_pod("p1", "n1");
-        set_annotation(&mut p1, ANNOTATION_OPAQUE_PORTS, "80");
+        set_annotation(&mut p1, labels::OPAQUE_PORTS, "80");
         let new = snapshot(
             vec![p1, meshed_pod("p2", "n1")],
             json!([
@@ -459,7 +461,7 @@ mod tests {
         if let Some(spec) = broken.spec.as_mut() {
             for c in &mut spec.containers {
                 if let Some(env) = c.env.as_mut() {
-                    env.retain(|e| e.name != ENV_ADMIN_LISTEN_ADDR);
+                    env.retain(|e| e.name != labels::ENV_PROXY_ADMIN_LISTEN_ADDR);
                 }
             }
         }

@@ -1,7 +1,7 @@
 //! `destination`: parses flags (Meridian's, and the original's Go-style
-//! ones as the Linkerd chart passes them) and runs [`destination_core::runtime`].
+//! ones as the Linkerd chart passes them) and runs [`destination::runtime`].
 
-use destination_core::runtime::{Args, GO_FLAGS};
+use destination::runtime::{Args, GO_FLAGS};
 
 // jemalloc: less fragmentation than glibc's allocator under many small,
 // long-lived per-stream allocations, and faster multi-threaded allocation.
@@ -13,5 +13,5 @@ async fn main() -> anyhow::Result<()> {
     let (args, normalised) = GO_FLAGS.parse::<Args>();
     args.log.init()?;
     normalised.log_ignored();
-    destination_core::runtime::run(args).await
+    destination::runtime::run(args).await
 }

@@ -4,13 +4,14 @@
 //! references. Pure functions; the index decides which ServiceProfile
 //! applies and publishes the result.
 
-use std::collections::HashMap;
+use std::{collections::HashMap, net::SocketAddr, sync::Arc};
+
+use bytes::Bytes;
 
 use k8s_api::{
     go_duration::parse_go_duration,
     service_profile::{self as sp, ServiceProfile},
 };
-use k8s_openapi::api::core::v1::Service;
 use linkerd2_proxy_api::{
     destination::{
         DestinationProfile, HttpStatusRange, PathMatch, RequestMatch, ResponseClass, ResponseMatch,
@@ -20,13 +21,9 @@ use linkerd2_proxy_api::{
     meta::{Metadata, Resource, metadata},
 };
 
-use crate::{
-    authority::ServiceId,
-    config::{PortSet, parse_port_list},
-};
-
-/// Service annotation listing the Service's opaque ports.
-pub const ANNOTATION_OPAQUE_PORTS: &str = "config.linkerd.io/opaque-ports";
+use super::weighted_addr::{bare_addr, weighted_addr};
+use crate::config::TranslatorConfig;
+use crate::core::{ServiceTarget, endpoint::Endpoint};
 
 /// Why a ServiceProfile cannot be turned into an update (the stream keeps
 /// its previous profile and the problem is logged, as in the original).
@@ -40,15 +37,6 @@ pub enum ProfileError {
     StatusRange { route: String, min: u32, max: u32 },
     #[error("invalid retry budget ttl {ttl:?}: {reason}")]
     RetryBudgetTtl { ttl: String, reason: String },
-}
-
-/// What a service profile is computed for.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct ServiceTarget {
-    pub service: ServiceId,
-    pub port: u16,
-    /// `fully_qualified_name`: `<svc>.<ns>.svc.<cluster-domain>`.
-    pub fqn: String,
 }
 
 /// The retry budget proxies get when the profile sets none.
@@ -129,37 +117,69 @@ pub fn endpoint_profile(endpoint: WeightedAddr, opaque: bool) -> DestinationProf
     }
 }
 
-/// The opaque ports of a Service: its `config.linkerd.io/opaque-ports`
-/// annotation (numbers, ranges, ServicePort names; empty means none), else
-/// the default set.
-pub fn service_opaque_ports(service: Option<&Service>, defaults: &PortSet) -> PortSet {
-    let annotation = service
-        .and_then(|s| s.metadata.annotations.as_ref())
-        .and_then(|a| a.get(ANNOTATION_OPAQUE_PORTS));
-    match (annotation, service) {
-        (Some(list), Some(svc)) => {
-            let named = |name: &str| {
-                svc.spec
-                    .as_ref()?
-                    .ports
-                    .as_ref()?
-                    .iter()
-                    .find(|p| p.name.as_deref() == Some(name))
-                    .and_then(|p| u16::try_from(p.port).ok())
-            };
-            parse_port_list(list, &named)
-        }
-        _ => defaults.clone(),
+/// A computed profile, compared with the published one before it is encoded.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Profile(pub DestinationProfile);
+
+/// A published profile and its encoded frame.
+#[derive(Debug)]
+pub struct ProfileState {
+    /// The profile.
+    pub profile: DestinationProfile,
+    /// Its encoded frame, shared by every stream that follows it.
+    pub frame: Bytes,
+}
+
+impl ProfileState {
+    /// Encodes `profile` once.
+    pub fn new(profile: Profile) -> Arc<Self> {
+        let frame = super::frames::profile(&profile.0);
+        Arc::new(Self {
+            profile: profile.0,
+            frame,
+        })
+    }
+
+    /// Whether this state publishes `profile`.
+    pub fn publishes(&self, profile: &Profile) -> bool {
+        self.profile == profile.0
     }
 }
 
-/// Whether the Service declares `port`.
-pub fn declares_port(service: &Service, port: u16) -> bool {
-    service
-        .spec
-        .as_ref()
-        .and_then(|s| s.ports.as_ref())
-        .is_some_and(|ports| ports.iter().any(|p| p.port == i32::from(port)))
+/// The profile of a ServiceProfile-backed Service port (see [`service_profile`]).
+pub fn service(
+    target: &ServiceTarget,
+    profile: Option<&ServiceProfile>,
+    opaque: bool,
+) -> Result<Profile, ProfileError> {
+    service_profile(target, profile, opaque).map(Profile)
+}
+
+/// The endpoint profile of a Running pod's address: its `WeightedAddr` with
+/// a `namespace` label, or the bare address if the pod's proxy ports cannot
+/// be read.
+pub fn pod_endpoint(
+    endpoint: &Endpoint,
+    namespace: &str,
+    cfg: &TranslatorConfig,
+    opaque: bool,
+) -> Profile {
+    match weighted_addr(endpoint, cfg, None) {
+        Ok(mut wa) => {
+            wa.metric_labels
+                .insert("namespace".to_string(), namespace.to_string());
+            Profile(endpoint_profile(wa, opaque))
+        }
+        Err(error) => {
+            tracing::warn!(addr = %endpoint.addr, %error, "serving a bare endpoint profile");
+            Profile(endpoint_profile(bare_addr(endpoint.addr), opaque))
+        }
+    }
+}
+
+/// The endpoint profile of an address nothing is known about.
+pub fn bare_endpoint(addr: SocketAddr, opaque: bool) -> Profile {
+    Profile(endpoint_profile(bare_addr(addr), opaque))
 }
 
 fn resource_metadata(resource: Resource) -> Metadata {
@@ -390,6 +410,7 @@ pub fn milli_value(quantity: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::ServiceId;
     use serde_json::json;
 
     fn target() -> ServiceTarget {
@@ -558,25 +579,6 @@ mod tests {
             service_profile(&target(), Some(&status), false),
             Err(ProfileError::StatusRange { .. })
         ));
-    }
-
-    #[test]
-    fn service_opaque_ports_follow_the_annotation_else_the_defaults() {
-        let defaults = PortSet::parse("3306");
-        let svc: Service = serde_json::from_value(json!({
-            "metadata": {"annotations": {ANNOTATION_OPAQUE_PORTS: "mysql,4000-4001"}},
-            "spec": {"ports": [{"name": "mysql", "port": 3307}]}
-        }))
-        .expect("service");
-        let set = service_opaque_ports(Some(&svc), &defaults);
-        assert!(set.contains(3307) && set.contains(4001) && !set.contains(3306));
-        let plain: Service = serde_json::from_value(json!({"spec": {}})).expect("service");
-        assert!(service_opaque_ports(Some(&plain), &defaults).contains(3306));
-        let empty: Service = serde_json::from_value(json!({
-            "metadata": {"annotations": {ANNOTATION_OPAQUE_PORTS: ""}}
-        }))
-        .expect("service");
-        assert!(service_opaque_ports(Some(&empty), &defaults).is_empty());
     }
 
     #[test]

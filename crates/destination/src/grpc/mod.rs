@@ -15,14 +15,23 @@ use tokio::sync::watch;
 use tonic::server::NamedService;
 use tonic::{Request, Response, Status};
 
+mod cursor;
+
+pub use cursor::StreamCursor;
+
 use crate::{
-    authority::{AuthorityError, ServiceId, parse_service_name, parse_target, split_host_port},
-    context_token::ContextToken,
-    endpoints_index::{EndpointsIndex, SubscribeError},
-    filter::FilterKey,
+    core::{
+        FilterKey, ServiceId,
+        authority::{AuthorityError, parse_service_name, parse_target, split_host_port},
+        context_token::ContextToken,
+    },
+    index::{
+        EndpointsIndex, SubscribeError,
+        endpoints::GroupState,
+        profiles::{ProfileKey, ProfileLookupError, Resolution},
+    },
     metrics::DestinationMetrics,
-    profile_publishers::{ProfileKey, ProfileLookupError, ProfileState, Resolution},
-    publisher::{Frames, GroupState, StreamCursor},
+    proto::{frames::Frames, profile::ProfileState},
 };
 
 /// A stream of gRPC messages.
@@ -67,7 +76,7 @@ impl DestinationService {
     }
 
     /// Waits until the index has synced with the API server for the first
-    /// time (at most [`SYNC_WAIT`]), else `Unavailable`: no answer is ever
+    /// time (at most `SYNC_WAIT`), else `Unavailable`: no answer is ever
     /// given from an index that has not seen the cluster yet.
     pub async fn wait_synced(&self) -> Result<(), Status> {
         let mut synced = self.synced.clone();
@@ -313,8 +322,8 @@ impl DestinationService {
 }
 
 /// The gRPC service registered with the server: `Get` and `GetProfile` are answered with
-/// [`FramedStream`] bodies (no per-stream encode buffer, see
-/// [`crate::grpc_stream`]); every other method goes to the generated server.
+/// [`grpc_stream::FramedStream`] bodies (no per-stream encode buffer, see
+/// the [`grpc_stream`] crate); every other method goes to the generated server.
 #[derive(Clone)]
 pub struct DestinationRouter {
     service: DestinationService,
@@ -395,10 +404,9 @@ mod tests {
     }
 
     fn router(synced: watch::Receiver<bool>) -> DestinationRouter {
-        let index = Arc::new(RwLock::new(EndpointsIndex::new(
-            Arc::new(TranslatorConfig::default()),
-            DestinationMetrics::default(),
-        )));
+        let index = Arc::new(RwLock::new(EndpointsIndex::new(Arc::new(
+            TranslatorConfig::default(),
+        ))));
         let (_stop, shutdown) = watch::channel(false);
         DestinationRouter::new(DestinationService::new(
             index,

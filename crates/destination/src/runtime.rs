@@ -15,9 +15,9 @@ use prometheus_client::registry::Registry;
 
 use crate::{
     config::{TranslatorConfig, TranslatorFlags},
-    endpoints_index::EndpointsIndex,
-    metrics::DestinationMetrics,
-    server::{DestinationRouter, DestinationService},
+    grpc::{DestinationRouter, DestinationService},
+    index::EndpointsIndex,
+    metrics::{DestinationMetrics, IndexCollector},
 };
 
 /// Flags of `destination`. Names and defaults follow the original controller;
@@ -205,10 +205,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let link_metrics = crate::policy_link::LinkMetrics::register(&mut registry);
     let readiness = Readiness::default();
 
-    let index = Arc::new(RwLock::new(EndpointsIndex::new(
-        config.clone(),
-        metrics.clone(),
-    )));
+    let index = Arc::new(RwLock::new(EndpointsIndex::new(config.clone())));
+    registry.register_collector(Box::new(IndexCollector::new(index.clone())));
     let watches = [
         resources::services(client.clone(), index.clone(), &index_metrics),
         resources::endpoint_slices(client.clone(), index.clone(), &index_metrics),
@@ -235,9 +233,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .with_context(|| format!("binding the gRPC server on {}", args.addr))?;
     tracing::info!(addr = %args.addr, "Destination gRPC server listening");
 
+    let link_index = index.clone();
     let link = crate::policy_link::run(
         args.policy_addr.clone(),
-        index.clone(),
+        move |update| link_index.write().apply_server_opaque(update),
         link_metrics,
         readiness.register_degraded("policy link"),
         shutdown.clone(),

@@ -1,0 +1,229 @@
+//! Endpoint values: what one ready address of a Service port is, before and
+//! after filtering. Types only; [`crate::k8s`] builds them from Kubernetes
+//! objects and [`crate::proto`] turns them into `WeightedAddr`s.
+//!
+//! Endpoints are small immutable values compared with `PartialEq`: any change
+//! to something that feeds a response (pod labels, annotations, proxy ports,
+//! hints, Server opacity) makes the endpoint unequal, so diffs re-`Add` it.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use crate::config::{PortSet, TranslatorConfig};
+
+/// Address family of an endpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum AddressFamily {
+    /// IPv4.
+    V4,
+    /// IPv6.
+    V6,
+}
+
+impl AddressFamily {
+    /// The family of an IP address.
+    pub fn of(ip: IpAddr) -> Self {
+        match ip {
+            IpAddr::V4(_) => Self::V4,
+            IpAddr::V6(_) => Self::V6,
+        }
+    }
+}
+
+/// Identity of an address within a Service port (spec §3).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum AddressId {
+    /// A pod-backed address: one per pod and family.
+    Pod {
+        /// Pod namespace.
+        namespace: String,
+        /// Pod name.
+        name: String,
+        /// Family of the slice the address came from.
+        family: AddressFamily,
+    },
+    /// An address without a targetRef: `<svc>-<ip>-<port>[-<hostname>]`.
+    Service {
+        /// Slice namespace.
+        namespace: String,
+        /// Synthesised name.
+        name: String,
+    },
+}
+
+/// The target port of a requested Service port.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum TargetPort {
+    /// The Service declares the port: match slice ports by this ServicePort name (maybe `""`).
+    Name(String),
+    /// The Service lacks the port (or does not exist): use the number as-is.
+    Number(u16),
+}
+
+/// Kinds of pod owner whose own owner decides the metrics label.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ParentKind {
+    /// `apps/v1 ReplicaSet`.
+    ReplicaSet,
+    /// `batch/v1 Job`.
+    Job,
+}
+
+/// An owner reference reduced to what the labels need.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct OwnerRef {
+    /// Kind as written in the reference (e.g. `Deployment`).
+    pub kind: String,
+    /// Name of the owner.
+    pub name: String,
+}
+
+/// The single owner metrics label of a pod: `<key>: <name>`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct OwnerLabel {
+    /// Label key: lowercased kind, `pod`, or `k8s_job` for Jobs.
+    pub key: String,
+    /// Owner name.
+    pub name: String,
+}
+
+impl OwnerLabel {
+    pub fn new(kind: &str, name: &str) -> Self {
+        let kind = kind.to_ascii_lowercase();
+        let key = if kind == "job" {
+            "k8s_job".to_string()
+        } else {
+            kind
+        };
+        Self {
+            key,
+            name: name.to_string(),
+        }
+    }
+}
+
+/// Why a proxy port could not be read from the pod spec.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ProxyPortError {
+    /// No `linkerd-proxy` container (or init container).
+    #[error("no linkerd-proxy container in the pod spec")]
+    NoProxyContainer,
+    /// The env var is absent from the proxy container.
+    #[error("{env} is not set on the linkerd-proxy container")]
+    Missing {
+        /// Env var name.
+        env: &'static str,
+    },
+    /// The env var is not `ip:port` with a non-zero port.
+    #[error("{env}={value:?} on the linkerd-proxy container is not an ip:port")]
+    Unparsable {
+        /// Env var name.
+        env: &'static str,
+        /// Its value.
+        value: String,
+    },
+}
+
+/// The proxy's listen ports, read from the `linkerd-proxy` container env.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProxyPorts {
+    /// `LINKERD2_PROXY_INBOUND_LISTEN_ADDR`.
+    pub inbound: Result<u16, ProxyPortError>,
+    /// `LINKERD2_PROXY_ADMIN_LISTEN_ADDR`.
+    pub admin: Result<u16, ProxyPortError>,
+    /// `LINKERD2_PROXY_CONTROL_LISTEN_ADDR`.
+    pub control: Result<u16, ProxyPortError>,
+}
+
+/// Everything about a pod that feeds its `WeightedAddr` or filtering.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodInfo {
+    /// Pod name.
+    pub name: String,
+    /// Pod namespace (`default` if unset).
+    pub namespace: String,
+    /// Service account (`default` if unset).
+    pub service_account: String,
+    /// `spec.nodeName`, used by `internalTrafficPolicy: Local`.
+    pub node_name: Option<String>,
+    /// Non-empty `linkerd.io/control-plane-ns` label.
+    pub control_plane_ns: Option<String>,
+    /// Non-empty `pod-template-hash` label.
+    pub pod_template_hash: Option<String>,
+    /// The owner metrics label.
+    pub owner: OwnerLabel,
+    /// `config.linkerd.io/opaque-ports` if annotated (named ports resolved);
+    /// `None` means the default opaque ports apply.
+    pub opaque_ports: Option<PortSet>,
+    /// `config.linkerd.io/skip-inbound-ports`.
+    pub skip_inbound_ports: PortSet,
+    /// Proxy listen ports.
+    pub proxy_ports: ProxyPorts,
+}
+
+impl PodInfo {
+    /// Whether `port` is opaque by the pod's annotation, or by the default
+    /// opaque ports when the pod has no annotation.
+    pub fn is_opaque(&self, port: u16, cfg: &TranslatorConfig) -> bool {
+        self.opaque_ports
+            .as_ref()
+            .unwrap_or(&cfg.default_opaque_ports)
+            .contains(port)
+    }
+}
+
+/// Facts about an address with no targetRef (a multicluster gateway).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GatewayInfo {
+    /// `<remote-svc-fq-name>:<requested port>` when the slice is annotated.
+    pub authority_override: Option<String>,
+    /// Non-empty `mirror.linkerd.io/remote-gateway-identity`.
+    pub identity: Option<String>,
+}
+
+/// What backs an endpoint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Workload {
+    /// A pod from the pod cache (shared by its IPv4 and IPv6 endpoints).
+    Pod(Arc<PodInfo>),
+    /// No targetRef.
+    Gateway(GatewayInfo),
+}
+
+/// One ready address of the requested Service port, before filtering.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Endpoint {
+    /// Address identity (diff key).
+    pub id: AddressId,
+    /// IP and resolved target port.
+    pub addr: SocketAddr,
+    /// Slice `hostname` (instance filtering).
+    pub hostname: Option<String>,
+    /// Slice `zone` (pod endpoints only, as in the original).
+    pub zone: Option<String>,
+    /// Sorted `hints.forZones`; `None` when there are no zone hints.
+    pub for_zones: Option<Vec<String>>,
+    /// The port is made opaque by a `Server` (supplied by the policy side).
+    pub opaque_by_server: bool,
+    /// The backing workload.
+    pub workload: Workload,
+}
+
+impl Endpoint {
+    /// Address family of the address.
+    pub fn family(&self) -> AddressFamily {
+        AddressFamily::of(self.addr.ip())
+    }
+
+    /// The pod facts, for pod-backed endpoints.
+    pub fn pod(&self) -> Option<&PodInfo> {
+        match &self.workload {
+            Workload::Pod(pod) => Some(pod),
+            Workload::Gateway(_) => None,
+        }
+    }
+}
+
+/// Unfiltered or filtered endpoints of one Service port, by address ID.
+pub type EndpointMap = BTreeMap<AddressId, Arc<Endpoint>>;

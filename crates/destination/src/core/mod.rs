@@ -1,0 +1,37 @@
+//! Values and pure rules of the destination, with no Kubernetes, gRPC or
+//! proxy-API types: what a request names ([`authority`], [`context_token`]),
+//! what an endpoint is ([`endpoint`]) and how a stream's view of a Service
+//! port is filtered ([`filter`]).
+
+pub mod authority;
+pub mod context_token;
+pub mod endpoint;
+pub mod filter;
+
+pub use authority::{ServiceId, Target};
+pub use filter::FilterKey;
+
+/// What a service profile is computed for: a Service port and its FQDN.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ServiceTarget {
+    /// The Service.
+    pub service: ServiceId,
+    /// The requested port.
+    pub port: u16,
+    /// `fully_qualified_name`: `<svc>.<ns>.svc.<cluster-domain>`.
+    pub fqn: String,
+}
+
+/// Opaque ports of one pod, as ((namespace, name), ports).
+pub type PodPorts = ((String, String), std::collections::BTreeSet<u16>);
+
+/// An update of the ports that Server resources make opaque, as the policy
+/// link emits it: a snapshot (`reset`, replacing everything known) or the
+/// pods that changed (an empty set clears a pod).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OpaquePortsUpdate {
+    /// Whether `pods` replaces everything known.
+    pub reset: bool,
+    /// The pods and their Server-opaque ports.
+    pub pods: Vec<PodPorts>,
+}

@@ -1,0 +1,488 @@
+//! [`ClusterState`]: every object the destination stores, and the reverse
+//! indexes that answer "what does this change touch?".
+//!
+//! Storage only: it publishes nothing and knows no publisher. Every store
+//! method returns a [`Touched`] naming the Services and addresses whose
+//! published views may have changed; the index hands it to both kinds of
+//! publishers ([`super::endpoints`], [`super::profiles`]).
+
+use std::{
+    collections::{BTreeMap, BTreeSet, HashMap, HashSet},
+    net::{IpAddr, SocketAddr},
+    sync::Arc,
+};
+
+use k8s_api::service_profile::ServiceProfile;
+use k8s_openapi::api::{core::v1::Pod, core::v1::Service, discovery::v1::EndpointSlice};
+
+use crate::{
+    config::TranslatorConfig,
+    core::{
+        OpaquePortsUpdate, ServiceId,
+        authority::parse_service_name,
+        endpoint::{OwnerRef, ParentKind},
+    },
+    k8s::{
+        endpoints::{slice_pods, slice_service_name},
+        pods::{exposes_host_port, pod_ips, serves_pod_ip},
+        services::cluster_ips,
+    },
+};
+
+/// `(namespace, name)` of a namespaced object.
+pub type ObjectName = (String, String);
+
+/// What a stored change may affect: the index recomputes exactly these
+/// publishers (and a publisher whose view did not change publishes nothing).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Touched {
+    /// Services whose endpoint publishers are recomputed.
+    pub services: HashSet<ServiceId>,
+    /// Namespaces whose every endpoint publisher is recomputed (an owner changed).
+    pub namespaces: HashSet<String>,
+    /// Every endpoint publisher is recomputed (a node zone changed, a relist).
+    pub all_services: bool,
+    /// Services whose `GetProfile` publishers are recomputed.
+    pub profile_services: HashSet<ServiceId>,
+    /// IPs whose endpoint profiles are recomputed.
+    pub profile_ips: HashSet<IpAddr>,
+}
+
+impl Touched {
+    /// Whether nothing is touched.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// Everything the destination knows about the cluster.
+pub struct ClusterState {
+    /// What the flags decide; shared with the gRPC layer, hence an `Arc`.
+    pub(super) config: Arc<TranslatorConfig>,
+    /// Services by id. `Arc` because a recomputation borrows them while the
+    /// publishers are mutated.
+    services: HashMap<ServiceId, Arc<Service>>,
+    /// Slices by Service, then by slice name: a Service's slices are read
+    /// together and in a stable order (name), so a BTreeMap inside.
+    slices: HashMap<ServiceId, BTreeMap<String, Arc<EndpointSlice>>>,
+    /// The Service each slice was filed under, by (namespace, slice name):
+    /// a slice event must find (and leave) its previous Service even when
+    /// its `kubernetes.io/service-name` label changed or it was deleted.
+    slice_service: HashMap<ObjectName, ServiceId>,
+    /// Pods by (namespace, name), as the slices' targetRefs name them.
+    pods: HashMap<ObjectName, Arc<Pod>>,
+    /// The Services whose slices reference a pod, with reference counts (a
+    /// pod can appear in several slices of one Service, one per family), so
+    /// that a pod event recomputes only those Services.
+    pod_services: HashMap<ObjectName, HashMap<ServiceId, u32>>,
+    /// Zone of each node that has one (`topology.kubernetes.io/zone`); the
+    /// only node fact read, so nodes are stored as this map.
+    node_zones: HashMap<String, String>,
+    /// The sole owner of each ReplicaSet and Job (by kind, namespace, name):
+    /// all a pod's owner label needs, from metadata-only watches.
+    owners: HashMap<(ParentKind, String, String), OwnerRef>,
+    /// ServiceProfiles by (namespace, name); the name is the Service's FQDN,
+    /// looked up in the client's namespace first, then the Service's.
+    service_profiles: HashMap<ObjectName, Arc<ServiceProfile>>,
+    /// Pods by pod and host IP (a set: a host IP is shared by every pod of
+    /// the node), for `GetProfile` by address.
+    pods_by_ip: HashMap<IpAddr, HashSet<ObjectName>>,
+    /// Services by ClusterIP (a set: an IP claimed twice is reported as
+    /// ambiguous rather than silently picking one).
+    cluster_ips: HashMap<IpAddr, HashSet<ServiceId>>,
+    /// Ports that Server resources make opaque, by pod (from the policy
+    /// controller); only non-empty sets are stored.
+    server_opaque: HashMap<ObjectName, BTreeSet<u16>>,
+}
+
+impl ClusterState {
+    /// An empty cluster.
+    pub fn new(config: Arc<TranslatorConfig>) -> Self {
+        Self {
+            config,
+            services: HashMap::new(),
+            slices: HashMap::new(),
+            slice_service: HashMap::new(),
+            pods: HashMap::new(),
+            pod_services: HashMap::new(),
+            node_zones: HashMap::new(),
+            owners: HashMap::new(),
+            service_profiles: HashMap::new(),
+            pods_by_ip: HashMap::new(),
+            cluster_ips: HashMap::new(),
+            server_opaque: HashMap::new(),
+        }
+    }
+
+    // ---- reads ----
+
+    /// The translator configuration.
+    pub fn config(&self) -> &TranslatorConfig {
+        &self.config
+    }
+
+    /// The Service, if stored.
+    pub fn service(&self, id: &ServiceId) -> Option<&Arc<Service>> {
+        self.services.get(id)
+    }
+
+    /// The slices of a Service, by name.
+    pub fn slices_of(&self, service: &ServiceId) -> Option<&BTreeMap<String, Arc<EndpointSlice>>> {
+        self.slices.get(service)
+    }
+
+    /// The slices of a Service.
+    pub fn service_slices(&self, service: &ServiceId) -> impl Iterator<Item = &EndpointSlice> {
+        self.slices
+            .get(service)
+            .into_iter()
+            .flat_map(|slices| slices.values().map(Arc::as_ref))
+    }
+
+    /// A pod, if stored.
+    pub fn pod(&self, namespace: &str, name: &str) -> Option<&Arc<Pod>> {
+        self.pods.get(&(namespace.to_string(), name.to_string()))
+    }
+
+    /// The zone of a node, if known.
+    pub fn node_zone(&self, node: &str) -> Option<&str> {
+        self.node_zones.get(node).map(String::as_str)
+    }
+
+    /// The sole owner of a ReplicaSet or Job.
+    pub fn owner_of(&self, kind: ParentKind, ns: &str, name: &str) -> Option<OwnerRef> {
+        self.owners
+            .get(&(kind, ns.to_string(), name.to_string()))
+            .cloned()
+    }
+
+    /// Whether a Server makes `port` of this pod opaque.
+    pub fn server_opaque(&self, pod: &Pod, port: u16) -> bool {
+        crate::k8s::pods::pod_key(pod)
+            .and_then(|key| self.server_opaque.get(&key))
+            .is_some_and(|ports| ports.contains(&port))
+    }
+
+    /// The ServiceProfile `name` in `namespace`.
+    pub fn service_profile_in(&self, namespace: &str, name: &str) -> Option<Arc<ServiceProfile>> {
+        self.service_profiles
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned()
+    }
+
+    /// Services whose ClusterIPs include `ip`, sorted.
+    pub fn services_by_cluster_ip(&self, ip: IpAddr) -> Vec<ServiceId> {
+        let mut services: Vec<ServiceId> = self
+            .cluster_ips
+            .get(&ip)
+            .into_iter()
+            .flatten()
+            .cloned()
+            .collect();
+        services.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        services
+    }
+
+    /// Pods on the pod network with this IP that are not finished or terminating.
+    pub fn pods_at(&self, ip: IpAddr) -> Vec<Arc<Pod>> {
+        self.pods_by_ip
+            .get(&ip)
+            .into_iter()
+            .flatten()
+            .filter_map(|(ns, name)| self.pod(ns, name).cloned())
+            .filter(|pod| serves_pod_ip(pod))
+            .collect()
+    }
+
+    /// A pod exposing `addr` as a host port.
+    pub fn pod_by_host_port(&self, addr: SocketAddr) -> Option<Arc<Pod>> {
+        self.pods
+            .values()
+            .find(|pod| exposes_host_port(pod, addr))
+            .cloned()
+    }
+
+    // ---- writes; each returns what it touched ----
+
+    /// Stores (or replaces) a Service.
+    pub fn apply_service(&mut self, id: ServiceId, svc: Service) -> Touched {
+        let old = self.services.remove(&id);
+        self.index_cluster_ips(&id, old.as_deref(), false);
+        self.index_cluster_ips(&id, Some(&svc), true);
+        self.services.insert(id.clone(), Arc::new(svc));
+        Self::service_touched(id)
+    }
+
+    /// Forgets a Service.
+    pub fn delete_service(&mut self, id: ServiceId) -> Touched {
+        let old = self.services.remove(&id);
+        self.index_cluster_ips(&id, old.as_deref(), false);
+        Self::service_touched(id)
+    }
+
+    fn service_touched(id: ServiceId) -> Touched {
+        Touched {
+            services: HashSet::from([id.clone()]),
+            profile_services: HashSet::from([id]),
+            ..Touched::default()
+        }
+    }
+
+    /// Stores (or replaces) a slice named `(ns, name)`.
+    pub fn apply_slice(&mut self, ns: String, name: String, slice: EndpointSlice) -> Touched {
+        let mut touched = Touched::default();
+        touched.services.extend(self.remove_slice(&ns, &name));
+        let service = slice_service_name(&slice).map(|svc| ServiceId {
+            namespace: ns.clone(),
+            name: svc.to_string(),
+        });
+        if let Some(service) = service {
+            self.track_slice_pods(&service, &slice, true);
+            self.slice_service
+                .insert((ns, name.clone()), service.clone());
+            self.slices
+                .entry(service.clone())
+                .or_default()
+                .insert(name, Arc::new(slice));
+            touched.services.insert(service);
+        }
+        touched
+    }
+
+    /// Forgets a slice.
+    pub fn delete_slice(&mut self, ns: &str, name: &str) -> Touched {
+        Touched {
+            services: self.remove_slice(ns, name).into_iter().collect(),
+            ..Touched::default()
+        }
+    }
+
+    /// Stores (`Some`) or forgets (`None`) a pod.
+    pub fn apply_pod(&mut self, key: ObjectName, pod: Option<Pod>) -> Touched {
+        if pod.is_none() && !self.pods.contains_key(&key) {
+            return Touched::default();
+        }
+        let profile_ips = self.store_pod(key.clone(), pod);
+        Touched {
+            services: self.services_of_pod(&key),
+            profile_ips,
+            ..Touched::default()
+        }
+    }
+
+    /// Applies a relist of the pods: the whole list at once, then every
+    /// publisher is recomputed once.
+    pub fn reset_pods(
+        &mut self,
+        pods: Vec<(ObjectName, Pod)>,
+        removed: Vec<ObjectName>,
+    ) -> Touched {
+        let mut profile_ips = HashSet::new();
+        for key in removed {
+            profile_ips.extend(self.store_pod(key, None));
+        }
+        for (key, pod) in pods {
+            profile_ips.extend(self.store_pod(key, Some(pod)));
+        }
+        Touched {
+            all_services: true,
+            profile_ips,
+            ..Touched::default()
+        }
+    }
+
+    /// Stores a ServiceProfile.
+    pub fn apply_service_profile(&mut self, key: ObjectName, profile: ServiceProfile) -> Touched {
+        let name = key.1.clone();
+        self.service_profiles.insert(key, Arc::new(profile));
+        self.profiles_named(&name)
+    }
+
+    /// Forgets a ServiceProfile.
+    pub fn delete_service_profile(&mut self, key: ObjectName) -> Touched {
+        let name = key.1.clone();
+        if self.service_profiles.remove(&key).is_some() {
+            self.profiles_named(&name)
+        } else {
+            Touched::default()
+        }
+    }
+
+    /// The profiles a ServiceProfile named `name` (a Service FQDN) can affect.
+    fn profiles_named(&self, name: &str) -> Touched {
+        let mut touched = Touched::default();
+        if let Ok((service, None)) = parse_service_name(name, &self.config.cluster_domain) {
+            touched.profile_services.insert(service);
+        }
+        touched
+    }
+
+    /// Sets (`Some`) or clears (`None`) a node's zone.
+    pub fn apply_node_zone(&mut self, node: String, zone: Option<String>) -> Touched {
+        let changed = match zone {
+            Some(zone) => self.node_zones.insert(node, zone.clone()) != Some(zone),
+            None => self.node_zones.remove(&node).is_some(),
+        };
+        Touched {
+            all_services: changed,
+            ..Touched::default()
+        }
+    }
+
+    /// Sets (`Some`) or clears (`None`) the sole owner of a ReplicaSet or Job.
+    pub fn apply_owner(
+        &mut self,
+        kind: ParentKind,
+        (ns, name): ObjectName,
+        owner: Option<OwnerRef>,
+    ) -> Touched {
+        let key = (kind, ns.clone(), name);
+        let changed = match owner {
+            Some(owner) => self.owners.insert(key, owner.clone()) != Some(owner),
+            None => self.owners.remove(&key).is_some(),
+        };
+        let mut touched = Touched::default();
+        if changed {
+            // Only pods in the parent's namespace can be owned by it.
+            touched.namespaces.insert(ns);
+        }
+        touched
+    }
+
+    /// Forgets a ReplicaSet or Job. Its pods keep their labels until they
+    /// change, so nothing is touched.
+    pub fn delete_owner(&mut self, kind: ParentKind, (ns, name): ObjectName) -> Touched {
+        self.owners.remove(&(kind, ns, name));
+        Touched::default()
+    }
+
+    /// Applies the policy controller's opaque ports: a snapshot (`reset`,
+    /// replacing everything known) or changed pods. Every endpoint of an
+    /// affected pod is re-sent.
+    pub fn apply_server_opaque(&mut self, update: OpaquePortsUpdate) -> Touched {
+        let mut affected: HashSet<ObjectName> = HashSet::new();
+        if update.reset {
+            let mut next: HashMap<ObjectName, BTreeSet<u16>> = HashMap::new();
+            for (key, ports) in update.pods {
+                if !ports.is_empty() {
+                    next.insert(key, ports);
+                }
+            }
+            for (key, ports) in &self.server_opaque {
+                if next.get(key) != Some(ports) {
+                    affected.insert(key.clone());
+                }
+            }
+            for (key, ports) in &next {
+                if self.server_opaque.get(key) != Some(ports) {
+                    affected.insert(key.clone());
+                }
+            }
+            self.server_opaque = next;
+        } else {
+            for (key, ports) in update.pods {
+                let changed = if ports.is_empty() {
+                    self.server_opaque.remove(&key).is_some()
+                } else {
+                    self.server_opaque.insert(key.clone(), ports.clone()) != Some(ports)
+                };
+                if changed {
+                    affected.insert(key);
+                }
+            }
+        }
+        let mut touched = Touched::default();
+        for key in affected {
+            touched.services.extend(self.services_of_pod(&key));
+            if let Some(pod) = self.pods.get(&key) {
+                touched.profile_ips.extend(pod_ips(pod));
+            }
+        }
+        touched
+    }
+
+    // ---- reverse indexes ----
+
+    fn services_of_pod(&self, key: &ObjectName) -> HashSet<ServiceId> {
+        self.pod_services
+            .get(key)
+            .map(|s| s.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    fn index_pod_ips(&mut self, key: &ObjectName, pod: Option<&Pod>, add: bool) -> HashSet<IpAddr> {
+        let ips = pod.map(pod_ips).unwrap_or_default();
+        for ip in &ips {
+            if add {
+                self.pods_by_ip.entry(*ip).or_default().insert(key.clone());
+            } else if let Some(keys) = self.pods_by_ip.get_mut(ip) {
+                keys.remove(key);
+                if keys.is_empty() {
+                    self.pods_by_ip.remove(ip);
+                }
+            }
+        }
+        ips
+    }
+
+    /// Stores a pod; returns the IPs whose endpoint profiles may change.
+    fn store_pod(&mut self, key: ObjectName, pod: Option<Pod>) -> HashSet<IpAddr> {
+        let old = self.pods.remove(&key);
+        let mut ips = self.index_pod_ips(&key, old.as_deref(), false);
+        if let Some(pod) = pod {
+            ips.extend(self.index_pod_ips(&key, Some(&pod), true));
+            self.pods.insert(key, Arc::new(pod));
+        }
+        ips
+    }
+
+    fn index_cluster_ips(&mut self, id: &ServiceId, svc: Option<&Service>, add: bool) {
+        let ips = svc.map(cluster_ips).unwrap_or_default();
+        for ip in ips {
+            if add {
+                self.cluster_ips.entry(ip).or_default().insert(id.clone());
+            } else if let Some(ids) = self.cluster_ips.get_mut(&ip) {
+                ids.remove(id);
+                if ids.is_empty() {
+                    self.cluster_ips.remove(&ip);
+                }
+            }
+        }
+    }
+
+    fn track_slice_pods(&mut self, service: &ServiceId, slice: &EndpointSlice, add: bool) {
+        for pod in slice_pods(slice) {
+            let entry = self.pod_services.entry(pod.clone()).or_default();
+            let count = entry.entry(service.clone()).or_insert(0);
+            if add {
+                *count += 1;
+            } else {
+                *count = count.saturating_sub(1);
+                if *count == 0 {
+                    entry.remove(service);
+                }
+                if entry.is_empty() {
+                    self.pod_services.remove(&pod);
+                }
+            }
+        }
+    }
+
+    /// Removes a slice; returns the Service it was filed under.
+    fn remove_slice(&mut self, ns: &str, name: &str) -> Option<ServiceId> {
+        let service = self
+            .slice_service
+            .remove(&(ns.to_string(), name.to_string()))?;
+        let removed = self
+            .slices
+            .get_mut(&service)
+            .and_then(|slices| slices.remove(name));
+        if self.slices.get(&service).is_some_and(BTreeMap::is_empty) {
+            self.slices.remove(&service);
+        }
+        if let Some(slice) = removed {
+            self.track_slice_pods(&service, &slice, false);
+        }
+        Some(service)
+    }
+}

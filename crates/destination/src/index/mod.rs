@@ -1,0 +1,297 @@
+//! The destination's index: [`ClusterState`] (storage) plus the publishers
+//! of `Get` ([`EndpointPublishers`]) and of `GetProfile`
+//! ([`ProfilePublishers`]), which never see each other.
+//!
+//! Watch events are applied synchronously (`k8s_index::Index`): the event
+//! is stored, the store says what it [`Touched`], and both kinds of
+//! publishers recompute only that: a Service or slice event its Service; a
+//! Pod event the Services whose slices reference the pod and the profiles
+//! of its IPs; a Node or owner change every (or every namespace's)
+//! publisher. Nothing is computed for targets without subscribers.
+
+pub mod cluster;
+pub mod endpoints;
+pub mod profiles;
+
+use std::{net::SocketAddr, sync::Arc};
+
+use k8s_api::service_profile::ServiceProfile;
+use k8s_index::{Index, ObjectKey};
+use k8s_openapi::api::{
+    apps::v1::ReplicaSet, batch::v1::Job, core::v1::Node, core::v1::Pod, core::v1::Service,
+    discovery::v1::EndpointSlice,
+};
+use kube::core::PartialObjectMeta;
+use tokio::sync::watch;
+
+pub use cluster::{ClusterState, Touched};
+pub use endpoints::{EndpointPublishers, GroupStats, SubscribeError};
+pub use profiles::{ProfileKey, ProfileLookupError, ProfilePublishers, Resolution};
+
+use crate::{
+    config::TranslatorConfig,
+    core::{FilterKey, OpaquePortsUpdate, ServiceId, endpoint::ParentKind},
+    k8s::{
+        pods::{namespaced_name, node_zone, pod_key, sole_owner},
+        services::service_key,
+    },
+    proto::profile::ProfileState,
+};
+use endpoints::GroupState;
+
+/// The destination's index.
+pub struct EndpointsIndex {
+    /// What is known about the cluster.
+    cluster: ClusterState,
+    /// `Get` publishers, per subscribed Service port.
+    endpoints: EndpointPublishers,
+    /// `GetProfile` publishers, per resolved key.
+    profiles: ProfilePublishers,
+}
+
+impl EndpointsIndex {
+    pub fn new(config: Arc<TranslatorConfig>) -> Self {
+        Self {
+            cluster: ClusterState::new(config),
+            endpoints: EndpointPublishers::default(),
+            profiles: ProfilePublishers::default(),
+        }
+    }
+
+    /// Recomputes what a stored change touched.
+    fn refresh(&mut self, touched: Touched) {
+        if touched.is_empty() {
+            return;
+        }
+        self.endpoints.refresh(&self.cluster, &touched);
+        self.profiles.refresh(&self.cluster, &touched);
+    }
+
+    /// Applies the policy controller's opaque ports (see
+    /// [`ClusterState::apply_server_opaque`]).
+    pub fn apply_server_opaque(&mut self, update: OpaquePortsUpdate) {
+        let touched = self.cluster.apply_server_opaque(update);
+        self.refresh(touched);
+    }
+
+    /// The stored state.
+    pub fn cluster(&self) -> &ClusterState {
+        &self.cluster
+    }
+
+    /// The `Get` publishers.
+    pub fn endpoint_publishers(&self) -> &EndpointPublishers {
+        &self.endpoints
+    }
+
+    /// The translator configuration.
+    pub fn config(&self) -> &TranslatorConfig {
+        self.cluster.config()
+    }
+
+    /// The Service, if cached.
+    pub fn service(&self, id: &ServiceId) -> Option<&Arc<Service>> {
+        self.cluster.service(id)
+    }
+
+    /// A pod, if cached.
+    pub fn pod(&self, namespace: &str, name: &str) -> Option<&Arc<Pod>> {
+        self.cluster.pod(namespace, name)
+    }
+
+    /// The zone of a node, if known.
+    pub fn node_zone(&self, node: &str) -> Option<&str> {
+        self.cluster.node_zone(node)
+    }
+
+    /// Subscribes to the group of `key` on `service:port`.
+    pub fn subscribe(
+        &mut self,
+        service: &ServiceId,
+        port: u16,
+        key: FilterKey,
+    ) -> Result<watch::Receiver<Arc<GroupState>>, SubscribeError> {
+        self.endpoints.subscribe(&self.cluster, service, port, key)
+    }
+
+    /// Called after a stream dropped its receiver: drops empty groups and publishers.
+    pub fn release(&mut self, service: &ServiceId, port: u16, key: &FilterKey) {
+        self.endpoints.release(service, port, key);
+    }
+
+    /// Number of (service, port) publishers (for tests and metrics).
+    pub fn publisher_count(&self) -> usize {
+        self.endpoints.publisher_count()
+    }
+
+    /// Number of filter groups across all publishers.
+    pub fn group_count(&self) -> usize {
+        self.endpoints.group_count()
+    }
+
+    /// Resolves a service name (`[instance.]svc.ns.svc.<domain>`) request.
+    pub fn resolve_profile_name(
+        &self,
+        service: &ServiceId,
+        instance: Option<&str>,
+        port: u16,
+        client_ns: Option<&str>,
+    ) -> Result<Resolution, ProfileLookupError> {
+        profiles::resolve_name(&self.cluster, service, instance, port, client_ns)
+    }
+
+    /// Resolves an `ip:port` request: a Service ClusterIP, else a pod or host
+    /// port, else the bare address.
+    pub fn resolve_profile_addr(
+        &self,
+        addr: SocketAddr,
+        client_ns: Option<&str>,
+    ) -> Result<Resolution, ProfileLookupError> {
+        profiles::resolve_addr(&self.cluster, addr, client_ns)
+    }
+
+    /// Subscribes to the profile publisher of `key`, creating it if needed.
+    pub fn subscribe_profile(&mut self, key: ProfileKey) -> watch::Receiver<Arc<ProfileState>> {
+        self.profiles.subscribe(&self.cluster, key)
+    }
+
+    /// Drops the publisher of `key` once no stream follows it.
+    pub fn release_profile(&mut self, key: &ProfileKey) {
+        self.profiles.release(key);
+    }
+}
+
+impl Index<Service> for EndpointsIndex {
+    fn apply(&mut self, svc: Service) {
+        let Some(id) = service_key(&svc) else {
+            return;
+        };
+        let touched = self.cluster.apply_service(id, svc);
+        self.refresh(touched);
+    }
+
+    fn delete(&mut self, key: ObjectKey) {
+        let id = ServiceId {
+            namespace: key.namespace.unwrap_or_default(),
+            name: key.name,
+        };
+        let touched = self.cluster.delete_service(id);
+        self.refresh(touched);
+    }
+}
+
+impl Index<EndpointSlice> for EndpointsIndex {
+    fn apply(&mut self, slice: EndpointSlice) {
+        let Some((ns, name)) = namespaced_name(&slice.metadata) else {
+            return;
+        };
+        let touched = self.cluster.apply_slice(ns, name, slice);
+        self.refresh(touched);
+    }
+
+    fn delete(&mut self, key: ObjectKey) {
+        let ns = key.namespace.unwrap_or_default();
+        let touched = self.cluster.delete_slice(&ns, &key.name);
+        self.refresh(touched);
+    }
+}
+
+impl Index<Pod> for EndpointsIndex {
+    fn apply(&mut self, pod: Pod) {
+        let Some(key) = pod_key(&pod) else {
+            return;
+        };
+        let touched = self.cluster.apply_pod(key, Some(pod));
+        self.refresh(touched);
+    }
+
+    fn delete(&mut self, key: ObjectKey) {
+        let key = (key.namespace.unwrap_or_default(), key.name);
+        let touched = self.cluster.apply_pod(key, None);
+        self.refresh(touched);
+    }
+
+    fn reset(&mut self, pods: Vec<Pod>, removed: Vec<ObjectKey>) {
+        let removed = removed
+            .into_iter()
+            .map(|key| (key.namespace.unwrap_or_default(), key.name))
+            .collect();
+        let pods = pods
+            .into_iter()
+            .filter_map(|pod| Some((pod_key(&pod)?, pod)))
+            .collect();
+        let touched = self.cluster.reset_pods(pods, removed);
+        self.refresh(touched);
+    }
+}
+
+impl Index<ServiceProfile> for EndpointsIndex {
+    fn apply(&mut self, profile: ServiceProfile) {
+        let Some(key) = namespaced_name(&profile.metadata) else {
+            return;
+        };
+        let touched = self.cluster.apply_service_profile(key, profile);
+        self.refresh(touched);
+    }
+
+    fn delete(&mut self, key: ObjectKey) {
+        let key = (key.namespace.unwrap_or_default(), key.name);
+        let touched = self.cluster.delete_service_profile(key);
+        self.refresh(touched);
+    }
+}
+
+impl Index<PartialObjectMeta<Node>> for EndpointsIndex {
+    fn apply(&mut self, node: PartialObjectMeta<Node>) {
+        let Some((name, zone)) = node_zone(&node.metadata) else {
+            return;
+        };
+        let touched = self.cluster.apply_node_zone(name, zone);
+        self.refresh(touched);
+    }
+
+    fn delete(&mut self, key: ObjectKey) {
+        let touched = self.cluster.apply_node_zone(key.name, None);
+        self.refresh(touched);
+    }
+}
+
+fn apply_owner<K>(index: &mut EndpointsIndex, kind: ParentKind, obj: &PartialObjectMeta<K>) {
+    let Some(name) = namespaced_name(&obj.metadata) else {
+        return;
+    };
+    let touched = index
+        .cluster
+        .apply_owner(kind, name, sole_owner(&obj.metadata));
+    index.refresh(touched);
+}
+
+fn delete_owner(index: &mut EndpointsIndex, kind: ParentKind, key: ObjectKey) {
+    let touched = index
+        .cluster
+        .delete_owner(kind, (key.namespace.unwrap_or_default(), key.name));
+    index.refresh(touched);
+}
+
+impl Index<PartialObjectMeta<ReplicaSet>> for EndpointsIndex {
+    fn apply(&mut self, rs: PartialObjectMeta<ReplicaSet>) {
+        apply_owner(self, ParentKind::ReplicaSet, &rs);
+    }
+
+    fn delete(&mut self, key: ObjectKey) {
+        delete_owner(self, ParentKind::ReplicaSet, key);
+    }
+}
+
+impl Index<PartialObjectMeta<Job>> for EndpointsIndex {
+    fn apply(&mut self, job: PartialObjectMeta<Job>) {
+        apply_owner(self, ParentKind::Job, &job);
+    }
+
+    fn delete(&mut self, key: ObjectKey) {
+        delete_owner(self, ParentKind::Job, key);
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

@@ -1,0 +1,286 @@
+//! `GetProfile` state in the index: which profile a request resolves to
+//! (a Service port with its ServiceProfile, or a single endpoint), one
+//! shared publisher per resolved key, and recomputation when a Service,
+//! ServiceProfile or Pod that feeds it changes. A new message is published
+//! only when the profile a proxy sees actually changes.
+
+use std::{
+    collections::HashMap,
+    net::{IpAddr, SocketAddr},
+    sync::Arc,
+};
+
+use tokio::sync::watch;
+
+use super::cluster::{ClusterState, Touched};
+use crate::{
+    core::{
+        ServiceId, ServiceTarget,
+        endpoint::{AddressFamily, AddressId, Endpoint, PodInfo, Workload},
+    },
+    k8s::{
+        endpoints::instance_target,
+        pods::{is_running, pod_ip},
+        services::{declares_port, is_external_name, service_opaque_ports},
+    },
+    proto::profile::{self as proto_profile, Profile, ProfileState},
+};
+
+/// What a `GetProfile` stream follows.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ProfileKey {
+    /// A Service port, seen from a client namespace (whose ServiceProfile
+    /// wins over the Service namespace's).
+    Service {
+        target: ServiceTarget,
+        client_ns: Option<String>,
+    },
+    /// A single address (pod IP, host port, unknown IP).
+    Endpoint(SocketAddr),
+}
+
+/// How a `GetProfile` request resolves.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Resolution {
+    Key(ProfileKey),
+    /// The Service does not declare the port: one empty profile.
+    Empty,
+}
+
+/// Why a `GetProfile` request cannot be served.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ProfileLookupError {
+    #[error("service {0} not found")]
+    ServiceNotFound(ServiceId),
+    #[error("{0} is an ExternalName service")]
+    ExternalName(ServiceId),
+    #[error("no endpoint of {service} has hostname {hostname:?}")]
+    NoSuchInstance {
+        service: ServiceId,
+        hostname: String,
+    },
+    #[error("endpoint {hostname:?} of {service} has no running pod with an IP")]
+    InstanceWithoutPod {
+        service: ServiceId,
+        hostname: String,
+    },
+    #[error("{0} matches several services or pods")]
+    Ambiguous(IpAddr),
+}
+
+/// The `GetProfile` publishers: one per resolved key. They read the
+/// [`ClusterState`] and know nothing of the `Get` publishers.
+#[derive(Default)]
+pub struct ProfilePublishers {
+    publishers: HashMap<ProfileKey, watch::Sender<Arc<ProfileState>>>,
+}
+
+impl ProfilePublishers {
+    /// Subscribes to the publisher of `key`, creating it if needed.
+    pub fn subscribe(
+        &mut self,
+        cluster: &ClusterState,
+        key: ProfileKey,
+    ) -> watch::Receiver<Arc<ProfileState>> {
+        if let Some(tx) = self.publishers.get(&key) {
+            return tx.subscribe();
+        }
+        let profile = compute_profile(cluster, &key).unwrap_or_default();
+        let (tx, rx) = watch::channel(ProfileState::new(profile));
+        self.publishers.insert(key, tx);
+        rx
+    }
+
+    /// Drops the publisher of `key` once no stream follows it.
+    pub fn release(&mut self, key: &ProfileKey) {
+        if self
+            .publishers
+            .get(key)
+            .is_some_and(|tx| tx.receiver_count() == 0)
+        {
+            self.publishers.remove(key);
+        }
+    }
+
+    /// Number of publishers.
+    pub fn len(&self) -> usize {
+        self.publishers.len()
+    }
+
+    /// Whether there is no publisher.
+    pub fn is_empty(&self) -> bool {
+        self.publishers.is_empty()
+    }
+
+    /// Recomputes the publishers the change touched and publishes real changes.
+    pub fn refresh(&mut self, cluster: &ClusterState, touched: &Touched) {
+        if touched.profile_services.is_empty() && touched.profile_ips.is_empty() {
+            return;
+        }
+        for (key, tx) in &self.publishers {
+            let affected = match key {
+                ProfileKey::Service { target, .. } => {
+                    touched.profile_services.contains(&target.service)
+                }
+                ProfileKey::Endpoint(addr) => touched.profile_ips.contains(&addr.ip()),
+            };
+            if !affected {
+                continue;
+            }
+            let Some(profile) = compute_profile(cluster, key) else {
+                continue;
+            };
+            tx.send_if_modified(|current| {
+                if current.publishes(&profile) {
+                    return false;
+                }
+                *current = ProfileState::new(profile);
+                true
+            });
+        }
+    }
+}
+
+/// Resolves a service name (`[instance.]svc.ns.svc.<domain>`) request.
+pub fn resolve_name(
+    cluster: &ClusterState,
+    service: &ServiceId,
+    instance: Option<&str>,
+    port: u16,
+    client_ns: Option<&str>,
+) -> Result<Resolution, ProfileLookupError> {
+    let svc = cluster
+        .service(service)
+        .ok_or_else(|| ProfileLookupError::ServiceNotFound(service.clone()))?;
+    if let Some(hostname) = instance {
+        return resolve_instance(cluster, service, hostname, port);
+    }
+    let declared = declares_port(svc, port);
+    let external = is_external_name(svc);
+    if !declared {
+        return Ok(Resolution::Empty);
+    }
+    if external {
+        return Err(ProfileLookupError::ExternalName(service.clone()));
+    }
+    Ok(Resolution::Key(ProfileKey::Service {
+        target: service_target(cluster, service, port),
+        client_ns: client_ns.filter(|ns| !ns.is_empty()).map(str::to_string),
+    }))
+}
+
+/// Resolves an `ip:port` request: a Service ClusterIP, else a pod or host
+/// port, else the bare address.
+pub fn resolve_addr(
+    cluster: &ClusterState,
+    addr: SocketAddr,
+    client_ns: Option<&str>,
+) -> Result<Resolution, ProfileLookupError> {
+    let services = cluster.services_by_cluster_ip(addr.ip());
+    match services.as_slice() {
+        [] => {}
+        [service] => {
+            return resolve_name(cluster, service, None, addr.port(), client_ns);
+        }
+        _ => return Err(ProfileLookupError::Ambiguous(addr.ip())),
+    }
+    if cluster.pods_at(addr.ip()).len() > 1 {
+        return Err(ProfileLookupError::Ambiguous(addr.ip()));
+    }
+    Ok(Resolution::Key(ProfileKey::Endpoint(addr)))
+}
+
+fn resolve_instance(
+    cluster: &ClusterState,
+    service: &ServiceId,
+    hostname: &str,
+    port: u16,
+) -> Result<Resolution, ProfileLookupError> {
+    let target = instance_target(
+        cluster.service_slices(service),
+        hostname,
+        &service.namespace,
+    )
+    .ok_or_else(|| ProfileLookupError::NoSuchInstance {
+        service: service.clone(),
+        hostname: hostname.to_string(),
+    })?;
+    let ip = target
+        .and_then(|(ns, name)| cluster.pod(&ns, &name).cloned())
+        .and_then(|pod| pod_ip(&pod))
+        .ok_or_else(|| ProfileLookupError::InstanceWithoutPod {
+            service: service.clone(),
+            hostname: hostname.to_string(),
+        })?;
+    Ok(Resolution::Key(ProfileKey::Endpoint(SocketAddr::new(
+        ip, port,
+    ))))
+}
+
+fn service_target(cluster: &ClusterState, service: &ServiceId, port: u16) -> ServiceTarget {
+    ServiceTarget {
+        service: service.clone(),
+        port,
+        fqn: format!(
+            "{}.{}.svc.{}",
+            service.name,
+            service.namespace,
+            cluster.config().cluster_domain
+        ),
+    }
+}
+
+/// `None` keeps the previous profile (an unusable ServiceProfile is logged).
+fn compute_profile(cluster: &ClusterState, key: &ProfileKey) -> Option<Profile> {
+    match key {
+        ProfileKey::Service { target, client_ns } => {
+            let svc = cluster.service(&target.service).map(Arc::as_ref);
+            let opaque = service_opaque_ports(svc, &cluster.config().default_opaque_ports)
+                .contains(target.port);
+            let sp = client_ns
+                .as_deref()
+                .and_then(|ns| cluster.service_profile_in(ns, &target.fqn))
+                .or_else(|| cluster.service_profile_in(&target.service.namespace, &target.fqn));
+            match proto_profile::service(target, sp.as_deref(), opaque) {
+                Ok(profile) => Some(profile),
+                Err(error) => {
+                    tracing::warn!(fqn = %target.fqn, %error, "ignoring an unusable ServiceProfile");
+                    None
+                }
+            }
+        }
+        ProfileKey::Endpoint(addr) => Some(endpoint_profile_at(cluster, *addr)),
+    }
+}
+
+/// The endpoint profile of an address: the Running pod with that IP
+/// (with its `WeightedAddr` and a `namespace` label), a pod exposing that
+/// host port, or the bare address.
+fn endpoint_profile_at(cluster: &ClusterState, addr: SocketAddr) -> Profile {
+    let cfg = cluster.config();
+    let by_pod_ip = cluster.pods_at(addr.ip());
+    let pod = match by_pod_ip.as_slice() {
+        [pod] => Some(pod.clone()),
+        _ => cluster.pod_by_host_port(addr),
+    };
+    let Some(pod) = pod.filter(|p| is_running(p)) else {
+        return proto_profile::bare_endpoint(addr, false);
+    };
+    let owner = |kind, ns: &str, name: &str| cluster.owner_of(kind, ns, name);
+    let info = Arc::new(PodInfo::from_pod(&pod, &owner));
+    let opaque = info.is_opaque(addr.port(), cfg) || cluster.server_opaque(&pod, addr.port());
+    let endpoint = Endpoint {
+        id: AddressId::Pod {
+            namespace: info.namespace.clone(),
+            name: info.name.clone(),
+            family: AddressFamily::of(addr.ip()),
+        },
+        addr,
+        hostname: None,
+        zone: None,
+        for_zones: None,
+        opaque_by_server: cluster.server_opaque(&pod, addr.port()),
+        workload: Workload::Pod(info.clone()),
+    };
+    proto_profile::pod_endpoint(&endpoint, &info.namespace, cfg, opaque)
+}

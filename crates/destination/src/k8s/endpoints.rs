@@ -1,0 +1,304 @@
+//! EndpointSlices + Service → the unfiltered endpoint set of one requested
+//! port ([`EndpointMap`]), and the Service-level `metric_labels`.
+
+use k8s_api::labels;
+use std::collections::{HashMap, HashSet};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::discovery::v1::{EndpointPort, EndpointSlice};
+
+use super::pods::OwnerLookup;
+use crate::core::authority::ServiceId;
+use crate::core::endpoint::{
+    AddressFamily, AddressId, Endpoint, EndpointMap, GatewayInfo, PodInfo, TargetPort, Workload,
+};
+
+/// Resolves the requested port through the Service's ports (first one with that port number).
+pub fn target_port(service: Option<&Service>, requested_port: u16) -> TargetPort {
+    service
+        .and_then(|svc| svc.spec.as_ref())
+        .and_then(|spec| spec.ports.as_ref())
+        .and_then(|ports| ports.iter().find(|p| p.port == i32::from(requested_port)))
+        .map_or(TargetPort::Number(requested_port), |p| {
+            TargetPort::Name(p.name.clone().unwrap_or_default())
+        })
+}
+
+/// Whether the Service has `internalTrafficPolicy: Local`.
+pub fn internal_traffic_policy_local(service: &Service) -> bool {
+    service
+        .spec
+        .as_ref()
+        .and_then(|s| s.internal_traffic_policy.as_deref())
+        == Some("Local")
+}
+
+/// The port number a slice offers for the target, if any. A slice without a
+/// `ports` list contributes nothing.
+fn resolve_slice_port(ports: Option<&[EndpointPort]>, target: &TargetPort) -> Option<u16> {
+    let ports = ports?;
+    match target {
+        TargetPort::Number(n) => Some(*n),
+        TargetPort::Name(name) => ports
+            .iter()
+            .find(|p| p.name.as_deref().unwrap_or("") == name && p.port.is_some())
+            .and_then(|p| p.port)
+            .and_then(|p| u16::try_from(p).ok()),
+    }
+}
+
+/// Looks up a pod by `(namespace, name)` in the pod cache.
+pub type PodLookup<'a> = &'a dyn Fn(&str, &str) -> Option<Arc<Pod>>;
+
+/// Whether a `Server` makes `port` of this pod opaque (from the policy controller).
+pub type ServerOpaqueLookup<'a> = &'a dyn Fn(&Pod, u16) -> bool;
+
+/// Lookups into the caller's caches used while translating slices.
+pub struct Lookups<'a> {
+    /// Pod by `(namespace, name)`.
+    pub pod: PodLookup<'a>,
+    /// Sole owner of a ReplicaSet/Job by `(kind, namespace, name)`.
+    pub owner: OwnerLookup<'a>,
+    /// Per-endpoint Server opacity override; `None` = no Server information.
+    pub server_opaque: Option<ServerOpaqueLookup<'a>>,
+}
+
+/// Translates the ready addresses of one EndpointSlice of `service` for the
+/// given target port. `requested_port` is the port the client asked for
+/// (used for gateway authority overrides).
+pub fn endpoints_from_slice(
+    service: &ServiceId,
+    slice: &EndpointSlice,
+    target: &TargetPort,
+    requested_port: u16,
+    lookups: &Lookups<'_>,
+) -> Vec<Endpoint> {
+    let Some(port) = resolve_slice_port(slice.ports.as_deref(), target) else {
+        return Vec::new();
+    };
+    let slice_ns = slice
+        .metadata
+        .namespace
+        .as_deref()
+        .unwrap_or(&service.namespace);
+    let annotations = slice.metadata.annotations.as_ref();
+    let mut out = Vec::new();
+    for ep in slice.endpoints.iter().flatten() {
+        if ep.conditions.as_ref().and_then(|c| c.ready) == Some(false) {
+            continue;
+        }
+        let hostname = ep.hostname.clone().filter(|h| !h.is_empty());
+        let for_zones = ep
+            .hints
+            .as_ref()
+            .and_then(|h| h.for_zones.as_ref())
+            .filter(|z| !z.is_empty())
+            .map(|zones| {
+                let mut names: Vec<String> = zones.iter().map(|z| z.name.clone()).collect();
+                names.sort_unstable();
+                names.dedup();
+                names
+            });
+        let ips = ep
+            .addresses
+            .iter()
+            .filter_map(|a| match a.parse::<IpAddr>() {
+                Ok(ip) => Some(ip),
+                Err(_) => {
+                    tracing::debug!(address = %a, "skipping non-IP endpoint address");
+                    None
+                }
+            });
+
+        match &ep.target_ref {
+            None => {
+                let gateway = GatewayInfo {
+                    authority_override: annotations
+                        .and_then(|a| a.get(labels::REMOTE_SVC_FQ_NAME))
+                        .map(|fq| format!("{fq}:{requested_port}")),
+                    identity: annotations
+                        .and_then(|a| a.get(labels::REMOTE_GATEWAY_IDENTITY))
+                        .filter(|id| !id.is_empty())
+                        .cloned(),
+                };
+                for ip in ips {
+                    let mut name = format!("{}-{}-{}", service.name, ip, port);
+                    if let Some(h) = &hostname {
+                        name.push('-');
+                        name.push_str(h);
+                    }
+                    out.push(Endpoint {
+                        id: AddressId::Service {
+                            namespace: slice_ns.to_string(),
+                            name,
+                        },
+                        addr: SocketAddr::new(ip, port),
+                        hostname: hostname.clone(),
+                        zone: None,
+                        for_zones: for_zones.clone(),
+                        opaque_by_server: false,
+                        workload: Workload::Gateway(gateway.clone()),
+                    });
+                }
+            }
+            Some(r) if r.kind.as_deref() == Some("Pod") => {
+                let pod_ns = r
+                    .namespace
+                    .as_deref()
+                    .filter(|ns| !ns.is_empty())
+                    .unwrap_or(slice_ns);
+                let pod_name = r.name.as_deref().unwrap_or_default();
+                let Some(pod) = (lookups.pod)(pod_ns, pod_name) else {
+                    tracing::debug!(
+                        namespace = pod_ns,
+                        pod = pod_name,
+                        "skipping endpoint: pod not in cache"
+                    );
+                    continue;
+                };
+                let info = Arc::new(PodInfo::from_pod(&pod, lookups.owner));
+                let opaque_by_server = lookups.server_opaque.is_some_and(|f| f(&pod, port));
+                for ip in ips {
+                    out.push(Endpoint {
+                        id: AddressId::Pod {
+                            namespace: pod_ns.to_string(),
+                            name: pod_name.to_string(),
+                            family: AddressFamily::of(ip),
+                        },
+                        addr: SocketAddr::new(ip, port),
+                        hostname: hostname.clone(),
+                        zone: ep.zone.clone(),
+                        for_zones: for_zones.clone(),
+                        opaque_by_server,
+                        workload: Workload::Pod(Arc::clone(&info)),
+                    });
+                }
+            }
+            Some(r) => {
+                tracing::debug!(kind = ?r.kind, name = ?r.name, "skipping endpoint with unsupported targetRef kind");
+            }
+        }
+    }
+    out
+}
+
+/// The unfiltered endpoint set of `service:requested_port` from all its slices.
+/// `svc` is the Service object if it exists (it decides the target port).
+pub fn translate_endpoints<'s>(
+    service: &ServiceId,
+    svc: Option<&Service>,
+    requested_port: u16,
+    slices: impl IntoIterator<Item = &'s EndpointSlice>,
+    lookups: &Lookups<'_>,
+) -> EndpointMap {
+    let target = target_port(svc, requested_port);
+    let mut set = EndpointMap::new();
+    // Dual-stack pods appear in one slice per family: share their facts.
+    let mut pods: HashMap<(String, String), Arc<PodInfo>> = HashMap::new();
+    for slice in slices {
+        for mut ep in endpoints_from_slice(service, slice, &target, requested_port, lookups) {
+            if let Workload::Pod(info) = &mut ep.workload {
+                let key = (info.namespace.clone(), info.name.clone());
+                match pods.get(&key) {
+                    Some(shared) if shared == info => *info = Arc::clone(shared),
+                    _ => {
+                        pods.insert(key, Arc::clone(info));
+                    }
+                }
+            }
+            set.insert(ep.id.clone(), Arc::new(ep));
+        }
+    }
+    set
+}
+
+/// `WeightedAddrSet.metric_labels`: `service`, `namespace` and, for mirrored
+/// slices, `target_cluster` / `target_service` / `target_service_namespace`.
+pub fn set_labels<'s>(
+    service: &ServiceId,
+    slices: impl IntoIterator<Item = &'s EndpointSlice>,
+) -> HashMap<String, String> {
+    let mut labels = HashMap::from([
+        ("service".to_string(), service.name.clone()),
+        ("namespace".to_string(), service.namespace.clone()),
+    ]);
+    let mirrored = slices.into_iter().find_map(|s| {
+        let cluster = s
+            .metadata
+            .labels
+            .as_ref()?
+            .get(labels::REMOTE_CLUSTER_NAME)?;
+        let fq = s
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(labels::REMOTE_SVC_FQ_NAME));
+        Some((cluster, fq))
+    });
+    if let Some((cluster, fq)) = mirrored {
+        labels.insert("target_cluster".into(), cluster.clone());
+        if let Some(fq) = fq {
+            let mut parts = fq.split('.');
+            if let (Some(svc), Some(ns)) = (parts.next(), parts.next()) {
+                labels.insert("target_service".into(), svc.to_string());
+                labels.insert("target_service_namespace".into(), ns.to_string());
+            }
+        }
+    }
+    labels
+}
+
+/// The Service a slice belongs to (its `kubernetes.io/service-name` label).
+pub fn slice_service_name(slice: &EndpointSlice) -> Option<&str> {
+    slice
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(labels::SERVICE_NAME))
+        .map(String::as_str)
+}
+
+/// (namespace, pod) of every pod targetRef of a slice.
+pub fn slice_pods(slice: &EndpointSlice) -> HashSet<(String, String)> {
+    let slice_ns = slice.metadata.namespace.as_deref().unwrap_or_default();
+    slice
+        .endpoints
+        .iter()
+        .flatten()
+        .filter_map(|ep| ep.target_ref.as_ref())
+        .filter(|r| r.kind.as_deref() == Some("Pod"))
+        .filter_map(|r| {
+            let ns = r
+                .namespace
+                .as_deref()
+                .filter(|ns| !ns.is_empty())
+                .unwrap_or(slice_ns);
+            Some((ns.to_string(), r.name.clone()?))
+        })
+        .collect()
+}
+
+/// The endpoint of `slices` with this `hostname`: `None` if there is none,
+/// else the `(namespace, name)` of its pod targetRef, if it has one.
+pub fn instance_target<'s>(
+    slices: impl IntoIterator<Item = &'s EndpointSlice>,
+    hostname: &str,
+    service_ns: &str,
+) -> Option<Option<(String, String)>> {
+    let endpoint = slices
+        .into_iter()
+        .flat_map(|slice| slice.endpoints.iter().flatten())
+        .find(|ep| ep.hostname.as_deref() == Some(hostname))?;
+    Some(
+        endpoint
+            .target_ref
+            .as_ref()
+            .filter(|r| r.kind.as_deref() == Some("Pod"))
+            .and_then(|r| {
+                let ns = r.namespace.as_deref().unwrap_or(service_ns);
+                Some((ns.to_string(), r.name.clone()?))
+            }),
+    )
+}

@@ -1,0 +1,174 @@
+//! Kubernetes objects → core values, as pure functions: the only place that
+//! reads Kubernetes fields. [`endpoints`] turns slices into endpoints,
+//! [`pods`] reads pod facts and owners, [`services`] reads Service ports.
+
+pub mod endpoints;
+pub mod pods;
+pub mod services;
+
+#[cfg(test)]
+mod tests;
+
+// Label, annotation and env names are Linkerd's vocabulary, defined once in
+// `k8s_api::labels`.
+
+/// Builders of Kubernetes objects shared by the tests of this crate.
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use super::endpoints::{Lookups, translate_endpoints};
+    use crate::core::authority::ServiceId;
+    use crate::core::endpoint::EndpointMap;
+    use crate::core::endpoint::{OwnerRef, ParentKind};
+    use k8s_openapi::api::core::v1::{Pod, Service};
+    use k8s_openapi::api::discovery::v1::EndpointSlice;
+    use serde_json::{Value, json};
+    use std::sync::Arc;
+
+    pub(crate) fn from_json<T: serde::de::DeserializeOwned>(v: Value) -> T {
+        serde_json::from_value(v).expect("valid Kubernetes object")
+    }
+
+    pub(crate) fn svc_id() -> ServiceId {
+        ServiceId {
+            namespace: "ns".into(),
+            name: "web".into(),
+        }
+    }
+
+    /// Service `ns/web` with the given `(port, name, targetPort)` entries.
+    pub(crate) fn service(ports: &[(u16, &str, Value)]) -> Service {
+        let ports: Vec<Value> = ports
+            .iter()
+            .map(|(port, name, target)| json!({"port": port, "name": name, "targetPort": target}))
+            .collect();
+        from_json(json!({
+            "metadata": {"name": "web", "namespace": "ns"},
+            "spec": {"ports": ports},
+        }))
+    }
+
+    /// A meshed pod on `node` with a `linkerd-proxy` container (inbound 4143,
+    /// admin 4191, control 4190) and a `web` container port named `http` (8080).
+    pub(crate) fn meshed_pod(name: &str, node: &str) -> Pod {
+        from_json(json!({
+            "metadata": {
+                "name": name, "namespace": "ns", "resourceVersion": "1",
+                "labels": {"linkerd.io/control-plane-ns": "linkerd", "pod-template-hash": "abc"},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-abc", "uid": "u1"}],
+            },
+            "spec": {
+                "nodeName": node,
+                "serviceAccountName": "web-sa",
+                "containers": [
+                    {"name": "web", "ports": [{"name": "http", "containerPort": 8080}]},
+                    {"name": "linkerd-proxy", "env": [
+                        {"name": "LINKERD2_PROXY_INBOUND_LISTEN_ADDR", "value": "0.0.0.0:4143"},
+                        {"name": "LINKERD2_PROXY_ADMIN_LISTEN_ADDR", "value": "0.0.0.0:4191"},
+                        {"name": "LINKERD2_PROXY_CONTROL_LISTEN_ADDR", "value": "0.0.0.0:4190"},
+                    ]},
+                ],
+            },
+        }))
+    }
+
+    /// A pod without a proxy and without owners.
+    pub(crate) fn plain_pod(name: &str, node: &str) -> Pod {
+        from_json(json!({
+            "metadata": {"name": name, "namespace": "ns"},
+            "spec": {"nodeName": node, "containers": [{"name": "app"}]},
+        }))
+    }
+
+    pub(crate) fn set_annotation(pod: &mut Pod, key: &str, value: &str) {
+        pod.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(key.into(), value.into());
+    }
+
+    pub(crate) fn set_label(pod: &mut Pod, key: &str, value: &str) {
+        pod.metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert(key.into(), value.into());
+    }
+
+    /// A slice of `ns/web` with the given address type, ports and endpoints.
+    pub(crate) fn slice(address_type: &str, ports: Value, endpoints: Value) -> EndpointSlice {
+        from_json(json!({
+            "metadata": {"name": "web-xyz", "namespace": "ns", "labels": {"kubernetes.io/service-name": "web"}},
+            "addressType": address_type,
+            "ports": ports,
+            "endpoints": endpoints,
+        }))
+    }
+
+    /// A pod endpoint JSON value.
+    pub(crate) fn pod_ep(ip: &str, pod: &str, zone: &str) -> Value {
+        json!({
+            "addresses": [ip],
+            "conditions": {"ready": true},
+            "zone": zone,
+            "targetRef": {"kind": "Pod", "name": pod, "namespace": "ns"},
+        })
+    }
+
+    /// Lookup answering from a fixed list of pods, with owner chains
+    /// `ReplicaSet web-abc → Deployment web` and `Job batch-1 → CronJob batch`.
+    pub(crate) struct Cache {
+        pub(crate) pods: Vec<Arc<Pod>>,
+        pub(crate) opaque_by_server: Option<u16>,
+    }
+
+    impl Cache {
+        pub(crate) fn new(pods: impl IntoIterator<Item = Pod>) -> Self {
+            Self {
+                pods: pods.into_iter().map(Arc::new).collect(),
+                opaque_by_server: None,
+            }
+        }
+
+        pub(crate) fn pod(&self, ns: &str, name: &str) -> Option<Arc<Pod>> {
+            self.pods
+                .iter()
+                .find(|p| {
+                    p.metadata.namespace.as_deref() == Some(ns)
+                        && p.metadata.name.as_deref() == Some(name)
+                })
+                .cloned()
+        }
+
+        pub(crate) fn owner(kind: ParentKind, _ns: &str, name: &str) -> Option<OwnerRef> {
+            let owner = |kind: &str, name: &str| {
+                Some(OwnerRef {
+                    kind: kind.into(),
+                    name: name.into(),
+                })
+            };
+            match (kind, name) {
+                (ParentKind::ReplicaSet, "web-abc") => owner("Deployment", "web"),
+                (ParentKind::ReplicaSet, "odd-rs") => owner("Widget", "w"),
+                (ParentKind::ReplicaSet, "job-rs") => owner("Job", "j"),
+                (ParentKind::Job, "batch-1") => owner("CronJob", "batch"),
+                _ => None,
+            }
+        }
+
+        /// Translates `slices` for `ns/web` (Service `svc`) and port `port`.
+        pub(crate) fn translate(
+            &self,
+            svc: Option<&Service>,
+            port: u16,
+            slices: &[EndpointSlice],
+        ) -> EndpointMap {
+            let pod = |ns: &str, name: &str| self.pod(ns, name);
+            let server = |_: &Pod, p: u16| Some(p) == self.opaque_by_server;
+            let lookups = Lookups {
+                pod: &pod,
+                owner: &Self::owner,
+                server_opaque: Some(&server),
+            };
+            translate_endpoints(&svc_id(), svc, port, slices, &lookups)
+        }
+    }
+}

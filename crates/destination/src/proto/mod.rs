@@ -1,0 +1,12 @@
+//! Core values → linkerd2-proxy-api messages: the only place, with
+//! [`crate::grpc`], that names proto types.
+//!
+//! - [`weighted_addr`]: one endpoint → `WeightedAddr`;
+//! - [`snapshot`]: a group's snapshot, diffs and the `Update`s a stream sends;
+//! - [`frames`]: the one call that encodes shared frames;
+//! - [`profile`]: ServiceProfiles and endpoints → `DestinationProfile`.
+
+pub mod frames;
+pub mod profile;
+pub mod snapshot;
+pub mod weighted_addr;

@@ -1,0 +1,157 @@
+//! Endpoint → `WeightedAddr`: the address, weight, metric labels, protocol
+//! hint, TLS identity and HTTP/2 parameters a proxy receives for one endpoint.
+
+use std::net::SocketAddr;
+
+use linkerd2_proxy_api::destination::{
+    AuthorityOverride, ProtocolHint, TlsIdentity, WeightedAddr, protocol_hint, tls_identity,
+};
+use linkerd2_proxy_api::net::TcpAddress;
+
+use crate::config::TranslatorConfig;
+use crate::core::endpoint::{Endpoint, PodInfo, ProxyPortError, Workload};
+
+/// Weight of every endpoint (×10 with zone weights in the client's zone).
+pub const DEFAULT_WEIGHT: u32 = 10_000;
+
+/// Why an endpoint cannot be sent (it is dropped, with a log line).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TranslateError {
+    /// A meshed pod's proxy ports could not be read.
+    #[error("pod {namespace}/{pod}: {source}")]
+    ProxyPort {
+        /// Pod namespace.
+        namespace: String,
+        /// Pod name.
+        pod: String,
+        /// What was wrong.
+        #[source]
+        source: ProxyPortError,
+    },
+}
+
+/// Builds the `WeightedAddr` for an endpoint as seen by a client in
+/// `client_zone` (the client node's zone, if known).
+pub fn weighted_addr(
+    ep: &Endpoint,
+    cfg: &TranslatorConfig,
+    client_zone: Option<&str>,
+) -> Result<WeightedAddr, TranslateError> {
+    let mut wa = WeightedAddr {
+        addr: Some(TcpAddress::from(ep.addr)),
+        weight: DEFAULT_WEIGHT,
+        ..WeightedAddr::default()
+    };
+    match &ep.workload {
+        Workload::Pod(pod) => fill_pod(&mut wa, ep, pod, cfg)?,
+        Workload::Gateway(gw) => {
+            wa.authority_override = gw.authority_override.as_ref().map(|a| AuthorityOverride {
+                authority_override: a.clone(),
+            });
+            if let Some(id) = &gw.identity {
+                wa.tls_identity = Some(TlsIdentity {
+                    strategy: Some(tls_identity::Strategy::DnsLikeIdentity(
+                        tls_identity::DnsLikeIdentity { name: id.clone() },
+                    )),
+                    server_name: None,
+                });
+                if cfg.enable_h2_upgrade {
+                    wa.protocol_hint = Some(ProtocolHint {
+                        protocol: Some(protocol_hint::Protocol::H2(protocol_hint::H2 {})),
+                        opaque_transport: None,
+                    });
+                }
+                wa.http2 = cfg.meshed_http2_client_params;
+            }
+        }
+    }
+
+    let client_zone = client_zone.filter(|z| !z.is_empty());
+    let locality = match (client_zone, ep.zone.as_deref()) {
+        (Some(client), Some(zone)) if client == zone => {
+            if cfg.ext_endpoint_zone_weights {
+                wa.weight *= 10;
+            }
+            "local"
+        }
+        (Some(_), Some(_)) => "remote",
+        _ => "unknown",
+    };
+    wa.metric_labels
+        .insert("zone_locality".into(), locality.into());
+    Ok(wa)
+}
+
+fn fill_pod(
+    wa: &mut WeightedAddr,
+    ep: &Endpoint,
+    pod: &PodInfo,
+    cfg: &TranslatorConfig,
+) -> Result<(), TranslateError> {
+    let port = ep.addr.port();
+    let labels = &mut wa.metric_labels;
+    labels.insert("pod".into(), pod.name.clone());
+    labels.insert(pod.owner.key.clone(), pod.owner.name.clone());
+    labels.insert("serviceaccount".into(), pod.service_account.clone());
+    if let Some(cp) = &pod.control_plane_ns {
+        labels.insert("control_plane_ns".into(), cp.clone());
+    }
+    if let Some(hash) = &pod.pod_template_hash {
+        labels.insert("pod_template_hash".into(), hash.clone());
+    }
+    labels.insert("zone".into(), ep.zone.clone().unwrap_or_default());
+
+    let proxy_err = |source: &ProxyPortError| TranslateError::ProxyPort {
+        namespace: pod.namespace.clone(),
+        pod: pod.name.clone(),
+        source: source.clone(),
+    };
+    let skipped = pod.skip_inbound_ports.contains(port);
+    if pod.control_plane_ns.is_some() && !skipped {
+        wa.http2 = cfg.meshed_http2_client_params;
+        let admin = pod.proxy_ports.admin.as_ref().map_err(proxy_err)?;
+        let control = pod.proxy_ports.control.as_ref().map_err(proxy_err)?;
+        let opaque = pod.is_opaque(port, cfg) || ep.opaque_by_server;
+        let is_meta_port = port == *admin || port == *control;
+        let mut hint = ProtocolHint::default();
+        if !is_meta_port && (cfg.force_opaque_transport() || opaque) {
+            let inbound = pod.proxy_ports.inbound.as_ref().map_err(proxy_err)?;
+            hint.opaque_transport = Some(protocol_hint::OpaqueTransport {
+                inbound_port: u32::from(*inbound),
+            });
+        }
+        if opaque {
+            hint.protocol = Some(protocol_hint::Protocol::Opaque(protocol_hint::Opaque {}));
+        } else if cfg.enable_h2_upgrade {
+            hint.protocol = Some(protocol_hint::Protocol::H2(protocol_hint::H2 {}));
+        }
+        wa.protocol_hint = Some(hint);
+    }
+
+    if let Some(cp) = &pod.control_plane_ns
+        && !cfg.identity_trust_domain.is_empty()
+        && *cp == cfg.controller_namespace
+        && !skipped
+    {
+        let id = tls_identity::DnsLikeIdentity {
+            name: format!(
+                "{}.{}.serviceaccount.identity.{}.{}",
+                pod.service_account, pod.namespace, cp, cfg.identity_trust_domain
+            ),
+        };
+        wa.tls_identity = Some(TlsIdentity {
+            strategy: Some(tls_identity::Strategy::DnsLikeIdentity(id.clone())),
+            server_name: Some(id),
+        });
+    }
+    Ok(())
+}
+
+/// The `WeightedAddr` of an address nothing is known about.
+pub fn bare_addr(addr: SocketAddr) -> WeightedAddr {
+    WeightedAddr {
+        addr: Some(TcpAddress::from(addr)),
+        weight: DEFAULT_WEIGHT,
+        ..Default::default()
+    }
+}

@@ -177,6 +177,10 @@ impl Args {
     }
 }
 
+/// How long a request waits for the first sync before `Unavailable` (which
+/// proxies retry with a backoff).
+const SYNC_WAIT: Duration = Duration::from_secs(10);
+
 /// How long shutdown waits for open streams to send their OK trailers
 /// before the server's own graceful shutdown starts.
 const STREAM_DRAIN_GRACE: Duration = Duration::from_secs(5);
@@ -243,10 +247,16 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     );
     tokio::spawn(link);
 
-    let service = DestinationService::new(index, metrics, shutdown.receiver(), synced);
+    let service = DestinationService::new(index, metrics, shutdown.receiver());
     let grpc = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(Duration::from_secs(10)))
         .http2_keepalive_timeout(Some(Duration::from_secs(3)))
+        // Nothing is answered from an index that has not synced once.
+        .layer(grpc_stream::SyncGateLayer::new(
+            synced,
+            SYNC_WAIT,
+            "the destination",
+        ))
         .add_service(DestinationRouter::new(service))
         .serve_with_incoming_shutdown(
             // Without TCP_NODELAY, small updates wait on the client's

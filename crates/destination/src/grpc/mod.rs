@@ -46,24 +46,16 @@ pub struct DestinationService {
     cluster_domain: String,
     metrics: DestinationMetrics,
     shutdown: watch::Receiver<bool>,
-    /// True once every watch cache has synced for the first time: until
-    /// then the index does not hold the cluster and any answer (a
-    /// `NoEndpoints`, a `NotFound`) could be wrong.
-    synced: watch::Receiver<bool>,
 }
 
-/// How long a request waits for the first sync before `Unavailable` (which
-/// proxies retry with a backoff).
-const SYNC_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
-
 impl DestinationService {
-    /// `shutdown` turning true ends every open stream (OK, end of stream);
-    /// requests wait for `synced` (see [`Self::wait_synced`]).
+    /// `shutdown` turning true ends every open stream (OK, end of stream).
+    /// (The server holds requests until the first sync: the runtime puts a
+    /// `grpc_stream::SyncGateLayer` in front of the service.)
     pub fn new(
         index: Arc<RwLock<EndpointsIndex>>,
         metrics: DestinationMetrics,
         shutdown: watch::Receiver<bool>,
-        synced: watch::Receiver<bool>,
     ) -> Self {
         let cluster_domain = index.read().config().cluster_domain.clone();
         Self {
@@ -71,20 +63,6 @@ impl DestinationService {
             cluster_domain,
             metrics,
             shutdown,
-            synced,
-        }
-    }
-
-    /// Waits until the index has synced with the API server for the first
-    /// time (at most `SYNC_WAIT`), else `Unavailable`: no answer is ever
-    /// given from an index that has not seen the cluster yet.
-    pub async fn wait_synced(&self) -> Result<(), Status> {
-        let mut synced = self.synced.clone();
-        match tokio::time::timeout(SYNC_WAIT, synced.wait_for(|synced| *synced)).await {
-            Ok(Ok(_)) => Ok(()),
-            _ => Err(Status::unavailable(
-                "the destination has not synced with the Kubernetes API yet",
-            )),
         }
     }
 }
@@ -366,9 +344,6 @@ impl tower::Service<http::Request<tonic::body::Body>> for DestinationRouter {
         };
         let service = self.service.clone();
         Box::pin(async move {
-            if let Err(status) = service.wait_synced().await {
-                return Ok(grpc_stream::error_response(&status));
-            }
             Ok(
                 grpc_stream::serve_streaming(request, |request: GetDestination| {
                     if profile {
@@ -380,66 +355,5 @@ impl tower::Service<http::Request<tonic::body::Body>> for DestinationRouter {
                 .await,
             )
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::TranslatorConfig;
-    use tower::Service as _;
-
-    fn get_request(path: &str) -> http::Request<tonic::body::Body> {
-        let message = GetDestination {
-            scheme: "k8s".into(),
-            path: path.into(),
-            context_token: String::new(),
-        };
-        http::Request::builder()
-            .uri(GET_PATH)
-            .body(tonic::body::Body::new(http_body_util::Full::new(
-                grpc_stream::encode_frame(&message),
-            )))
-            .expect("request")
-    }
-
-    fn router(synced: watch::Receiver<bool>) -> DestinationRouter {
-        let index = Arc::new(RwLock::new(EndpointsIndex::new(Arc::new(
-            TranslatorConfig::default(),
-        ))));
-        let (_stop, shutdown) = watch::channel(false);
-        DestinationRouter::new(DestinationService::new(
-            index,
-            DestinationMetrics::default(),
-            shutdown,
-            synced,
-        ))
-    }
-
-    fn grpc_status(response: &http::Response<tonic::body::Body>) -> Option<&str> {
-        response
-            .headers()
-            .get("grpc-status")
-            .and_then(|v| v.to_str().ok())
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn nothing_is_answered_before_the_first_sync() {
-        let (tx, rx) = watch::channel(false);
-        let mut router = router(rx);
-        // Not synced within the wait: Unavailable, which proxies retry.
-        let response = router
-            .call(get_request("web.ns.svc.cluster.local:80"))
-            .await
-            .expect("infallible");
-        assert_eq!(grpc_status(&response), Some("14"), "Unavailable");
-
-        // A request waiting when the sync completes is then answered.
-        let waiting = tokio::spawn(router.call(get_request("web.ns.svc.cluster.local:80")));
-        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-        assert!(!waiting.is_finished(), "waits for the sync");
-        tx.send_replace(true);
-        let response = waiting.await.expect("no panic").expect("infallible");
-        assert_eq!(grpc_status(&response), None, "a stream, not an error");
     }
 }

@@ -15,7 +15,7 @@ use prometheus_client::registry::Registry;
 
 use crate::{
     config::{TranslatorConfig, TranslatorFlags},
-    grpc::{DestinationRouter, DestinationService},
+    grpc::DestinationService,
     index::EndpointsIndex,
     metrics::{DestinationMetrics, IndexCollector},
 };
@@ -257,7 +257,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             SYNC_WAIT,
             "the destination",
         ))
-        .add_service(DestinationRouter::new(service))
+        .add_service(service.router())
         .serve_with_incoming_shutdown(
             // Without TCP_NODELAY, small updates wait on the client's
             // delayed ACK (Nagle), adding ~40 ms to a fan-out.

@@ -26,8 +26,10 @@ use std::{
     time::Duration,
 };
 
+mod router;
 mod sync_gate;
 
+pub use router::{FramedMethods, FramedRouter};
 pub use sync_gate::{SyncGate, SyncGateLayer};
 
 use bytes::{BufMut, Bytes, BytesMut};

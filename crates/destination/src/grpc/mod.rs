@@ -2,7 +2,7 @@
 //! that parses requests, subscribes to the index's shared groups and turns
 //! group states into a stream of `Update`s.
 
-use std::{future::Future, pin::Pin, sync::Arc, task::Poll};
+use std::{pin::Pin, sync::Arc};
 
 use futures::{Stream, StreamExt};
 use linkerd2_proxy_api::destination::{
@@ -12,7 +12,6 @@ use linkerd2_proxy_api::destination::{
 use parking_lot::RwLock;
 use std::net::{IpAddr, SocketAddr};
 use tokio::sync::watch;
-use tonic::server::NamedService;
 use tonic::{Request, Response, Status};
 
 mod cursor;
@@ -299,61 +298,35 @@ impl DestinationService {
     }
 }
 
-/// The gRPC service registered with the server: `Get` and `GetProfile` are answered with
-/// [`grpc_stream::FramedStream`] bodies (no per-stream encode buffer, see
-/// the [`grpc_stream`] crate); every other method goes to the generated server.
-#[derive(Clone)]
-pub struct DestinationRouter {
-    service: DestinationService,
-    generated: DestinationServer<DestinationService>,
-}
-
 const GET_PATH: &str = "/io.linkerd.proxy.destination.Destination/Get";
 const GET_PROFILE_PATH: &str = "/io.linkerd.proxy.destination.Destination/GetProfile";
 
-impl DestinationRouter {
-    pub fn new(service: DestinationService) -> Self {
-        Self {
-            generated: DestinationServer::new(service.clone()),
-            service,
+/// The gRPC service registered with the server: `Get` and `GetProfile` are
+/// answered with [`grpc_stream::FramedStream`] bodies (no per-stream encode
+/// buffer); every other method goes to the generated server.
+pub type DestinationRouter =
+    grpc_stream::FramedRouter<DestinationService, DestinationServer<DestinationService>>;
+
+impl DestinationService {
+    /// The service to register with the server.
+    pub fn router(self) -> DestinationRouter {
+        let service = Arc::new(self);
+        grpc_stream::FramedRouter::new(service.clone(), DestinationServer::from_arc(service))
+    }
+}
+
+impl grpc_stream::FramedMethods for DestinationService {
+    type Request = GetDestination;
+
+    fn is_framed(path: &str) -> bool {
+        path == GET_PATH || path == GET_PROFILE_PATH
+    }
+
+    fn open(&self, path: &str, request: GetDestination) -> Result<FrameStream, Status> {
+        if path == GET_PROFILE_PATH {
+            self.open_profile(request)
+        } else {
+            self.open_get(request)
         }
-    }
-}
-
-impl NamedService for DestinationRouter {
-    const NAME: &'static str = <DestinationServer<DestinationService> as NamedService>::NAME;
-}
-
-impl tower::Service<http::Request<tonic::body::Body>> for DestinationRouter {
-    type Response = http::Response<tonic::body::Body>;
-    type Error = std::convert::Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
-
-    fn poll_ready(&mut self, _cx: &mut std::task::Context<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
-        let profile = match request.uri().path() {
-            GET_PATH => false,
-            GET_PROFILE_PATH => true,
-            _ => {
-                let mut generated = self.generated.clone();
-                return Box::pin(async move { generated.call(request).await });
-            }
-        };
-        let service = self.service.clone();
-        Box::pin(async move {
-            Ok(
-                grpc_stream::serve_streaming(request, |request: GetDestination| {
-                    if profile {
-                        service.open_profile(request)
-                    } else {
-                        service.open_get(request)
-                    }
-                })
-                .await,
-            )
-        })
     }
 }

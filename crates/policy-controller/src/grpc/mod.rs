@@ -11,7 +11,7 @@ mod outbound_convert;
 mod workload;
 pub mod workload_ports;
 
-use std::{future::Future, net::SocketAddr, num::NonZeroU16, pin::Pin, sync::Arc, task::Poll};
+use std::{net::SocketAddr, num::NonZeroU16, pin::Pin, sync::Arc};
 
 use grpc_stream::{FrameStream, encode_frame};
 
@@ -23,7 +23,6 @@ use linkerd2_proxy_api::inbound::{
 };
 use meridian_runtime::Shutdown;
 use tokio_stream::wrappers::WatchStream;
-use tonic::server::NamedService;
 
 pub use self::{
     convert::to_server,
@@ -162,61 +161,33 @@ impl<D: DiscoverInboundServer> InboundPolicyServer<D> {
 const WATCH_PORT_PATH: &str = "/io.linkerd.proxy.inbound.InboundServerPolicies/WatchPort";
 
 /// The gRPC service registered with the server: `WatchPort` is answered
-/// with [`grpc_stream::FramedStream`] bodies (an idle stream holds no encode buffer);
-/// `GetPort` goes to the generated server.
-pub struct InboundPolicyRouter<D> {
-    server: Arc<InboundPolicyServer<D>>,
-    generated: InboundServerPoliciesServer<InboundPolicyServer<D>>,
-}
+/// with [`grpc_stream::FramedStream`] bodies (an idle stream holds no encode
+/// buffer); `GetPort` goes to the generated server.
+pub type InboundPolicyRouter<D> = grpc_stream::FramedRouter<
+    InboundPolicyServer<D>,
+    InboundServerPoliciesServer<InboundPolicyServer<D>>,
+>;
 
-impl<D> Clone for InboundPolicyRouter<D> {
-    fn clone(&self) -> Self {
-        Self {
-            server: self.server.clone(),
-            generated: self.generated.clone(),
-        }
+impl<D: DiscoverInboundServer> InboundPolicyServer<D> {
+    /// The service to register with the server.
+    pub fn router(self) -> InboundPolicyRouter<D> {
+        let server = Arc::new(self);
+        grpc_stream::FramedRouter::new(
+            server.clone(),
+            InboundServerPoliciesServer::from_arc(server),
+        )
     }
 }
 
-impl<D: DiscoverInboundServer> InboundPolicyRouter<D> {
-    pub fn new(server: InboundPolicyServer<D>) -> Self {
-        let server = Arc::new(server);
-        Self {
-            generated: InboundServerPoliciesServer::from_arc(server.clone()),
-            server,
-        }
-    }
-}
+impl<D: DiscoverInboundServer> grpc_stream::FramedMethods for InboundPolicyServer<D> {
+    type Request = proto::PortSpec;
 
-impl<D> NamedService for InboundPolicyRouter<D> {
-    const NAME: &'static str = "io.linkerd.proxy.inbound.InboundServerPolicies";
-}
-
-impl<D: DiscoverInboundServer> tower::Service<http::Request<tonic::body::Body>>
-    for InboundPolicyRouter<D>
-{
-    type Response = http::Response<tonic::body::Body>;
-    type Error = std::convert::Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
-
-    fn poll_ready(&mut self, _cx: &mut std::task::Context<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
+    fn is_framed(path: &str) -> bool {
+        path == WATCH_PORT_PATH
     }
 
-    fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
-        if request.uri().path() != WATCH_PORT_PATH {
-            let mut generated = self.generated.clone();
-            return Box::pin(async move { generated.call(request).await });
-        }
-        let server = self.server.clone();
-        Box::pin(async move {
-            Ok(
-                grpc_stream::serve_streaming(request, |spec: proto::PortSpec| {
-                    server.watch_frames(spec)
-                })
-                .await,
-            )
-        })
+    fn open(&self, _path: &str, spec: proto::PortSpec) -> Result<FrameStream, tonic::Status> {
+        self.watch_frames(spec)
     }
 }
 
@@ -247,8 +218,8 @@ pub async fn serve<D: DiscoverInboundServer, O: crate::core::outbound::DiscoverO
             SYNC_WAIT,
             "the policy controller",
         ))
-        .add_service(InboundPolicyRouter::new(server))
-        .add_service(outbound::OutboundPolicyRouter::new(outbound))
+        .add_service(server.router())
+        .add_service(outbound.router())
         .add_service(workload_ports.svc())
         .serve_with_incoming_shutdown(
             // TCP_NODELAY: small watch updates must not wait on delayed ACKs.

@@ -6,7 +6,7 @@
 //! [`OutboundPolicyRouter`] answers `Watch` with exactly-sized frames (the
 //! `grpc-stream` crate), as `WatchPort` is.
 
-use std::{future::Future, net::IpAddr, num::NonZeroU16, pin::Pin, sync::Arc, task::Poll};
+use std::{net::IpAddr, num::NonZeroU16, pin::Pin, sync::Arc};
 
 use futures::{Stream, StreamExt};
 use grpc_stream::{FrameStream, encode_frame};
@@ -17,7 +17,6 @@ use linkerd2_proxy_api::outbound::{
 };
 use meridian_runtime::Shutdown;
 use tokio_stream::wrappers::WatchStream;
-use tonic::server::NamedService;
 
 use super::{
     Workload,
@@ -276,59 +275,28 @@ impl<D: DiscoverOutboundPolicy> OutboundPolicies for OutboundPolicyServer<D> {
 /// The gRPC service registered with the server: `Watch` is answered with
 /// framed bodies (an idle stream holds no encode buffer); `Get` goes to
 /// the generated server.
-pub struct OutboundPolicyRouter<D> {
-    server: Arc<OutboundPolicyServer<D>>,
-    generated: OutboundPoliciesServer<OutboundPolicyServer<D>>,
-}
+pub type OutboundPolicyRouter<D> = grpc_stream::FramedRouter<
+    OutboundPolicyServer<D>,
+    OutboundPoliciesServer<OutboundPolicyServer<D>>,
+>;
 
-impl<D> Clone for OutboundPolicyRouter<D> {
-    fn clone(&self) -> Self {
-        Self {
-            server: self.server.clone(),
-            generated: self.generated.clone(),
-        }
+impl<D: DiscoverOutboundPolicy> OutboundPolicyServer<D> {
+    /// The service to register with the server.
+    pub fn router(self) -> OutboundPolicyRouter<D> {
+        let server = Arc::new(self);
+        grpc_stream::FramedRouter::new(server.clone(), OutboundPoliciesServer::from_arc(server))
     }
 }
 
-impl<D: DiscoverOutboundPolicy> OutboundPolicyRouter<D> {
-    pub fn new(server: OutboundPolicyServer<D>) -> Self {
-        let server = Arc::new(server);
-        Self {
-            generated: OutboundPoliciesServer::from_arc(server.clone()),
-            server,
-        }
-    }
-}
+impl<D: DiscoverOutboundPolicy> grpc_stream::FramedMethods for OutboundPolicyServer<D> {
+    type Request = proto::TrafficSpec;
 
-impl<D> NamedService for OutboundPolicyRouter<D> {
-    const NAME: &'static str = "io.linkerd.proxy.outbound.OutboundPolicies";
-}
-
-impl<D: DiscoverOutboundPolicy> tower::Service<http::Request<tonic::body::Body>>
-    for OutboundPolicyRouter<D>
-{
-    type Response = http::Response<tonic::body::Body>;
-    type Error = std::convert::Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
-
-    fn poll_ready(&mut self, _cx: &mut std::task::Context<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
+    fn is_framed(path: &str) -> bool {
+        path == WATCH_PATH
     }
 
-    fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
-        if request.uri().path() != WATCH_PATH {
-            let mut generated = self.generated.clone();
-            return Box::pin(async move { generated.call(request).await });
-        }
-        let server = self.server.clone();
-        Box::pin(async move {
-            Ok(
-                grpc_stream::serve_streaming(request, |spec: proto::TrafficSpec| {
-                    server.watch_frames(spec)
-                })
-                .await,
-            )
-        })
+    fn open(&self, _path: &str, spec: proto::TrafficSpec) -> Result<FrameStream, tonic::Status> {
+        self.watch_frames(spec)
     }
 }
 

@@ -1,0 +1,83 @@
+//! One router for every server whose streaming methods are answered with
+//! shared frames: requests for those methods go to [`FramedMethods::open`]
+//! (through [`serve_streaming`]), every other method to the
+//! tonic-generated service. The destination (`Get`, `GetProfile`) and the
+//! policy controller (`WatchPort`, outbound `Watch`) each implement
+//! [`FramedMethods`] instead of writing the routing themselves.
+
+use std::{convert::Infallible, future::Future, pin::Pin, sync::Arc, task::Poll};
+
+use tonic::{Status, server::NamedService};
+
+use crate::{FrameStream, serve_streaming};
+
+/// A service's server-streaming methods answered with frames.
+pub trait FramedMethods: Send + Sync + 'static {
+    /// The request message of these methods.
+    type Request: prost::Message + Default;
+
+    /// Whether `path` (`/package.Service/Method`) is one of them.
+    fn is_framed(path: &str) -> bool;
+
+    /// Opens the stream of method `path` for `request`.
+    fn open(&self, path: &str, request: Self::Request) -> Result<FrameStream, Status>;
+}
+
+/// Routes framed methods to `server` and the rest to `generated`.
+pub struct FramedRouter<S, G> {
+    server: Arc<S>,
+    generated: G,
+}
+
+impl<S, G: Clone> Clone for FramedRouter<S, G> {
+    fn clone(&self) -> Self {
+        Self {
+            server: self.server.clone(),
+            generated: self.generated.clone(),
+        }
+    }
+}
+
+impl<S, G> FramedRouter<S, G> {
+    /// `generated` is the tonic server of the same service, for the other methods.
+    pub fn new(server: Arc<S>, generated: G) -> Self {
+        Self { server, generated }
+    }
+}
+
+impl<S, G: NamedService> NamedService for FramedRouter<S, G> {
+    const NAME: &'static str = G::NAME;
+}
+
+impl<S, G> tower::Service<http::Request<tonic::body::Body>> for FramedRouter<S, G>
+where
+    S: FramedMethods,
+    G: tower::Service<
+            http::Request<tonic::body::Body>,
+            Response = http::Response<tonic::body::Body>,
+            Error = Infallible,
+        > + Clone
+        + Send
+        + 'static,
+    G::Future: Send + 'static,
+{
+    type Response = http::Response<tonic::body::Body>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut std::task::Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
+        let path = request.uri().path().to_string();
+        if !S::is_framed(&path) {
+            let mut generated = self.generated.clone();
+            return Box::pin(async move { generated.call(request).await });
+        }
+        let server = self.server.clone();
+        Box::pin(async move {
+            Ok(serve_streaming(request, |message: S::Request| server.open(&path, message)).await)
+        })
+    }
+}

@@ -232,6 +232,23 @@ async fn get_profile_follows_a_service_profile() {
     assert!(without.routes.is_empty(), "{without:?}");
 }
 
+/// Waits until a server-side dry run of `invalid` is denied by a webhook
+/// (dry runs reach validating webhooks and persist nothing).
+async fn wait_for_webhook(cluster: &Cluster, invalid: &str) {
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    loop {
+        let (ok, out) = cluster.kubectl(&["apply", "--dry-run=server", "-f", "-"], Some(invalid));
+        if !ok && out.contains("denied the request") {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no webhook answered within {TIMEOUT:?}: {out}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 #[tokio::test]
 #[ignore = "needs a cluster running the Meridian pod: run `cargo xtask e2e`"]
 async fn webhooks_refuse_invalid_objects_through_their_services() {
@@ -241,6 +258,18 @@ async fn webhooks_refuse_invalid_objects_through_their_services() {
         "apiVersion: linkerd.io/v1alpha2\nkind: ServiceProfile\nmetadata:\n  name: bad.{ns}.svc.cluster.local\n  namespace: {ns}\nspec:\n  routes:\n    - name: r\n      condition: {{}}\n",
         ns = ns.name
     );
+    // The webhooks fail open (`failurePolicy: Ignore`, as the chart's), so
+    // until the apiserver reaches the pod through the webhook Services (just
+    // after the pod was recreated, kube-proxy may not route to it yet) an
+    // invalid object would be admitted: wait, with server-side dry runs
+    // that persist nothing, until both webhooks answer.
+    let server = format!(
+        "apiVersion: policy.linkerd.io/v1beta3\nkind: Server\nmetadata:\n  name: bad-srv\n  namespace: {}\nspec:\n  podSelector: {{}}\n  port: 80\n  accessPolicy: allow-everyone\n",
+        ns.name
+    );
+    wait_for_webhook(&cluster, &sp).await;
+    wait_for_webhook(&cluster, &server).await;
+
     let (ok, out) = cluster.kubectl(&["apply", "-f", "-"], Some(&sp));
     assert!(!ok, "an invalid ServiceProfile must be refused: {out}");
     let want = format!(
@@ -249,10 +278,6 @@ async fn webhooks_refuse_invalid_objects_through_their_services() {
     );
     assert!(out.contains(&want), "want: {want}\ngot:  {out}");
 
-    let server = format!(
-        "apiVersion: policy.linkerd.io/v1beta3\nkind: Server\nmetadata:\n  name: bad-srv\n  namespace: {}\nspec:\n  podSelector: {{}}\n  port: 80\n  accessPolicy: allow-everyone\n",
-        ns.name
-    );
     let (ok, out) = cluster.kubectl(&["apply", "-f", "-"], Some(&server));
     assert!(!ok, "an invalid Server must be refused: {out}");
     let want = "admission webhook \"linkerd-policy-validator.linkerd.io\" denied the request:";

@@ -2,11 +2,9 @@
 //! to the real local control plane reach open `GetProfile` streams of a
 //! `destination` process; edits and deletions too.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{authority, create_service, http_service, ready_pod, start_destination};
+use crate::common::{authority, create_service, http_service, ready_pod, start_destination};
 use k8s_openapi::{api::core::v1::Service, apimachinery::pkg::util::intstr::IntOrString};
 use kube::api::{Patch, PatchParams};
 use linkerd2_proxy_api::destination::{
@@ -65,7 +63,7 @@ async fn profiles_follow_create_edit_and_delete() {
     let env = TestEnv::new("prof").await;
     let dst = start_destination(&env, free_addr()).await;
     http_service(&env, "web").await;
-    let mut client = common::client(dst.addr).await;
+    let mut client = crate::common::client(dst.addr).await;
     let fqn = format!("web.{}.svc.cluster.local", env.ns);
     let mut stream = open(&mut client, &authority(&env, "web", 80), "")
         .await
@@ -159,7 +157,7 @@ async fn the_client_namespace_profile_wins() {
     assert!(ok, "{out}");
     tokio::time::sleep(Duration::from_millis(500)).await;
 
-    let mut client = common::client(dst.addr).await;
+    let mut client = crate::common::client(dst.addr).await;
     let token = format!(
         r#"{{"ns":"{}","nodeName":"node-1","pod":"c"}}"#,
         client_env.ns
@@ -183,7 +181,7 @@ async fn ports_ips_and_errors() {
     let dst = start_destination(&env, free_addr()).await;
     http_service(&env, "web").await;
     let ip = ready_pod(&env, "web", "web-0").await;
-    let mut client = common::client(dst.addr).await;
+    let mut client = crate::common::client(dst.addr).await;
 
     // A port the Service does not declare: one empty profile, stream open.
     let mut undeclared = open(&mut client, &authority(&env, "web", 9999), "")
@@ -245,7 +243,7 @@ async fn instance_names_resolve_to_their_pod() {
         .hostname("db-0", "db")
         .meshed("linkerd");
     let (_, ip) = env.create_ready_pod(&spec).await;
-    let mut client = common::client(dst.addr).await;
+    let mut client = crate::common::client(dst.addr).await;
     let path = format!("db-0.db.{}.svc.cluster.local:5432", env.ns);
     // The EndpointSlice carrying the hostname may take a moment to appear.
     let profile = test_support::eventually("the instance to resolve", TIMEOUT, || {

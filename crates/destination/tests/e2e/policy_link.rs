@@ -4,11 +4,9 @@
 //! the destination serving (with annotation-derived hints, reported in
 //! `/ready`), and restarting it restores the hints.
 
-mod common;
-
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
-use common::{authority, create_service};
+use crate::common::{authority, create_service};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use linkerd2_proxy_api::destination::{
     GetDestination, WeightedAddr, protocol_hint::Protocol, update,
@@ -99,7 +97,7 @@ async fn server_opacity_flows_from_the_policy_controller_and_survives_its_outage
         .meshed("linkerd");
     env.create_ready_pod(&spec).await;
 
-    let mut client = common::client(grpc).await;
+    let mut client = crate::common::client(grpc).await;
     let request = GetDestination {
         scheme: "k8s".into(),
         path: authority(&env, "db", 7000),

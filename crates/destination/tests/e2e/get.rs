@@ -9,9 +9,9 @@ use std::{
     time::Duration,
 };
 
-mod common;
-
-use common::{at, authority, client, create_service, http_service, ready_pod, start_destination};
+use crate::common::{
+    at, authority, client, create_service, http_service, ready_pod, start_destination,
+};
 use k8s_openapi::{api::core::v1::Service, apimachinery::pkg::util::intstr::IntOrString};
 use kube::api::DeleteParams;
 use linkerd2_proxy_api::destination::{

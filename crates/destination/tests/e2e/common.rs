@@ -1,5 +1,4 @@
 //! Helpers shared by the destination's end-to-end tests.
-#![allow(dead_code)]
 
 use std::{
     collections::BTreeSet,

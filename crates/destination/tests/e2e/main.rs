@@ -1,0 +1,16 @@
+//! The destination's end-to-end tests: the `destination` binary (and, for
+//! the policy link, the `policy-controller`) run as processes against one
+//! real local control plane shared by every test of this binary, and
+//! generated tonic clients read their streams over real sockets.
+//!
+//! - [`get`]: `Destination.Get` (EndpointSlices made by
+//!   kube-controller-manager);
+//! - [`profile`]: `Destination.GetProfile`;
+//! - [`policy_link`]: Server-derived opaque ports from the policy controller;
+//! - [`deploy`]: started with `deploy/`'s exact arguments and RBAC.
+
+mod common;
+mod deploy;
+mod get;
+mod policy_link;
+mod profile;

@@ -10,6 +10,8 @@
 //!   (`gateway.networking.k8s.io` HTTPRoute and GRPCRoute; their CRDs are
 //!   the upstream manifests in `deploy/crds/`).
 //! - [`labels`]: Linkerd's label and annotation names.
+//! - [`ports`]: port lists as annotations and flags write them (the
+//!   destination's lenient and the policy controller's strict parser).
 //!
 //! The CRD manifests in `deploy/crds/` are checked against these types by
 //! this crate's tests (`tests/crds.rs`).
@@ -18,6 +20,7 @@ pub mod gateway;
 pub mod go_duration;
 pub mod labels;
 pub mod policy;
+pub mod ports;
 pub mod service_profile;
 
 pub mod crds;

@@ -9,7 +9,6 @@ mod discover;
 mod identity;
 mod network;
 pub mod outbound;
-mod ports;
 pub mod routes;
 
 use std::{collections::BTreeMap, time::Duration};
@@ -18,7 +17,8 @@ pub use defaults::{DefaultPolicy, InvalidDefaultPolicy};
 pub use discover::{DiscoverInboundServer, LookupError, PodPort};
 pub use identity::{IdentityMatch, InvalidIdentity, check_identity};
 pub use network::{InvalidNetwork, NetworkMatch};
-pub use ports::{PortSet, parse_port_set};
+// Port lists: the strict parser, beside the destination's lenient one.
+pub use k8s_api::ports::{PortSet, parse_port_set};
 pub use routes::{GroupKindName, HttpRoute, RouteRef};
 
 /// How long a proxy waits for a client to speak first before treating a

@@ -1,10 +1,9 @@
-//! Translator configuration decided by the command-line flags, and the port-list
-//! parser shared by `--default-opaque-ports` and the pod annotations
-//! `config.linkerd.io/opaque-ports` / `config.linkerd.io/skip-inbound-ports`.
+//! Translator configuration decided by the command-line flags. Port lists
+//! (`--default-opaque-ports` and the pod annotations) are parsed by
+//! `k8s_api::ports`, the lenient parser.
 
-use linkerd2_proxy_api::destination::{Http2ClientParams, http2_client_params};
+use k8s_api::ports::PortRanges;
 use serde::Deserialize;
-use std::fmt;
 
 /// Controller namespace used when the flag is not given.
 pub const DEFAULT_CONTROLLER_NAMESPACE: &str = "linkerd";
@@ -17,14 +16,6 @@ pub enum ConfigError {
     /// `--meshed-http2-client-params` is not valid JSON of the expected shape.
     #[error("invalid --meshed-http2-client-params: {0}")]
     Http2Params(#[source] serde_json::Error),
-    /// A port-list entry is neither a port, a range nor a known name.
-    #[error("invalid port list entry {entry:?}: {reason}")]
-    PortEntry {
-        /// The offending entry, trimmed.
-        entry: String,
-        /// Why it was rejected.
-        reason: &'static str,
-    },
 }
 
 /// How meshed traffic is carried to a destination proxy (`--outbound-transport-mode`).
@@ -56,147 +47,6 @@ impl OutboundTransportMode {
     }
 }
 
-/// A set of TCP ports, stored as sorted, merged inclusive ranges so that
-/// `0-65535` stays small.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct PortSet {
-    ranges: Vec<(u16, u16)>,
-}
-
-impl PortSet {
-    /// The empty set.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Builds a set from inclusive ranges (in any order, possibly overlapping).
-    pub fn from_ranges(ranges: impl IntoIterator<Item = (u16, u16)>) -> Self {
-        let mut ranges: Vec<(u16, u16)> = ranges
-            .into_iter()
-            .map(|(a, b)| if a <= b { (a, b) } else { (b, a) })
-            .collect();
-        ranges.sort_unstable();
-        let mut merged: Vec<(u16, u16)> = Vec::with_capacity(ranges.len());
-        for (lo, hi) in ranges {
-            match merged.last_mut() {
-                Some(last) if u32::from(lo) <= u32::from(last.1) + 1 => {
-                    last.1 = last.1.max(hi);
-                }
-                _ => merged.push((lo, hi)),
-            }
-        }
-        Self { ranges: merged }
-    }
-
-    /// Parses a flag such as `"25,587,3306-3310"`. Invalid entries are skipped
-    /// with a warning, as the original does; named ports are not allowed here.
-    pub fn parse(list: &str) -> Self {
-        parse_port_list(list, &|_| None)
-    }
-
-    /// Whether `port` is in the set.
-    pub fn contains(&self, port: u16) -> bool {
-        self.ranges
-            .binary_search_by(|&(lo, hi)| {
-                if hi < port {
-                    std::cmp::Ordering::Less
-                } else if lo > port {
-                    std::cmp::Ordering::Greater
-                } else {
-                    std::cmp::Ordering::Equal
-                }
-            })
-            .is_ok()
-    }
-
-    /// Whether the set has no port.
-    pub fn is_empty(&self) -> bool {
-        self.ranges.is_empty()
-    }
-
-    /// The merged inclusive ranges, ascending.
-    pub fn ranges(&self) -> &[(u16, u16)] {
-        &self.ranges
-    }
-}
-
-impl fmt::Display for PortSet {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, (lo, hi)) in self.ranges.iter().enumerate() {
-            if i > 0 {
-                f.write_str(",")?;
-            }
-            if lo == hi {
-                write!(f, "{lo}")?;
-            } else {
-                write!(f, "{lo}-{hi}")?;
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Parses one entry of a port list: a port (`80`) or an inclusive range
-/// (`3306-3310`). Ports are 0..=65535, as in the original.
-pub fn parse_port_range(entry: &str) -> Result<(u16, u16), ConfigError> {
-    let err = |reason| ConfigError::PortEntry {
-        entry: entry.to_string(),
-        reason,
-    };
-    let mut bounds = entry.split('-');
-    let lower = bounds.next().unwrap_or_default();
-    let upper = bounds.next();
-    if bounds.next().is_some() {
-        return Err(err("ranges are written <lower>-<upper>"));
-    }
-    let lower = parse_port_number(lower).ok_or_else(|| err("lower bound is not a valid port"))?;
-    let upper = match upper {
-        None => lower,
-        Some(upper) => {
-            parse_port_number(upper).ok_or_else(|| err("upper bound is not a valid port"))?
-        }
-    };
-    if upper < lower {
-        return Err(err("upper bound is below lower bound"));
-    }
-    Ok((lower, upper))
-}
-
-/// A decimal port number, with an optional leading `+` like Go's `Atoi`.
-fn parse_port_number(s: &str) -> Option<u16> {
-    let digits = s.strip_prefix('+').unwrap_or(s);
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse::<u16>().ok()
-}
-
-/// Parses a comma-separated port list as used by `--default-opaque-ports` and
-/// the `config.linkerd.io/opaque-ports` / `skip-inbound-ports` annotations.
-///
-/// Entries are trimmed, one trailing comma is tolerated, an entry that names a
-/// port (`named` returns its number) is taken as that port, and anything else
-/// must be a port or range; invalid entries are skipped with a warning. An empty
-/// list is the empty set.
-pub fn parse_port_list(list: &str, named: &dyn Fn(&str) -> Option<u16>) -> PortSet {
-    if list.is_empty() {
-        return PortSet::new();
-    }
-    let list = list.strip_suffix(',').unwrap_or(list);
-    let mut ranges = Vec::new();
-    for entry in list.split(',').map(str::trim) {
-        if let Some(port) = named(entry) {
-            ranges.push((port, port));
-            continue;
-        }
-        match parse_port_range(entry) {
-            Ok(range) => ranges.push(range),
-            Err(error) => tracing::warn!(%error, "skipping invalid port list entry"),
-        }
-    }
-    PortSet::from_ranges(ranges)
-}
-
 /// Everything the destination flags decide about translating endpoints.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TranslatorConfig {
@@ -212,9 +62,9 @@ pub struct TranslatorConfig {
     /// `--outbound-transport-mode`.
     pub outbound_transport_mode: OutboundTransportMode,
     /// `--default-opaque-ports`, used for pods without the opaque-ports annotation.
-    pub default_opaque_ports: PortSet,
+    pub default_opaque_ports: PortRanges,
     /// `--meshed-http2-client-params`, sent as `http2` on meshed endpoints.
-    pub meshed_http2_client_params: Option<Http2ClientParams>,
+    pub meshed_http2_client_params: Option<Http2Params>,
     /// `--enable-ipv6`: offer IPv6 endpoints and prefer them for dual-stack pods.
     pub enable_ipv6: bool,
     /// `--ext-endpoint-zone-weights`: weight endpoints in the client's zone ×10.
@@ -229,7 +79,7 @@ impl Default for TranslatorConfig {
             cluster_domain: DEFAULT_CLUSTER_DOMAIN.to_string(),
             enable_h2_upgrade: true,
             outbound_transport_mode: OutboundTransportMode::Transparent,
-            default_opaque_ports: PortSet::new(),
+            default_opaque_ports: PortRanges::new(),
             meshed_http2_client_params: None,
             enable_ipv6: true,
             ext_endpoint_zone_weights: false,
@@ -296,7 +146,7 @@ impl TranslatorConfig {
             cluster_domain: or_default(flags.cluster_domain, "cluster domain"),
             enable_h2_upgrade: flags.enable_h2_upgrade,
             outbound_transport_mode: OutboundTransportMode::parse(flags.outbound_transport_mode),
-            default_opaque_ports: PortSet::parse(flags.default_opaque_ports),
+            default_opaque_ports: PortRanges::parse(flags.default_opaque_ports),
             meshed_http2_client_params: parse_http2_client_params(
                 flags.meshed_http2_client_params,
             )?,
@@ -315,130 +165,64 @@ impl TranslatorConfig {
 /// Parses `--meshed-http2-client-params`: JSON with snake_case keys and
 /// durations as `{"seconds":N,"nanos":N}`, unknown keys ignored. An empty
 /// string means "not configured".
-pub fn parse_http2_client_params(json: &str) -> Result<Option<Http2ClientParams>, ConfigError> {
+pub fn parse_http2_client_params(json: &str) -> Result<Option<Http2Params>, ConfigError> {
     if json.is_empty() {
         return Ok(None);
     }
-    let raw: RawHttp2Params = serde_json::from_str(json).map_err(ConfigError::Http2Params)?;
-    Ok(Some(raw.into()))
+    serde_json::from_str(json)
+        .map(Some)
+        .map_err(ConfigError::Http2Params)
 }
 
-#[derive(Debug, Default, Deserialize)]
+/// `--meshed-http2-client-params`: the HTTP/2 settings meshed clients are
+/// told to use (the proxy API's `Http2ClientParams`, field for field).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(default)]
-struct RawHttp2Params {
-    flow_control: Option<RawFlowControl>,
-    keep_alive: Option<RawKeepAlive>,
-    internals: Option<RawInternals>,
+pub struct Http2Params {
+    pub flow_control: Option<Http2FlowControl>,
+    pub keep_alive: Option<Http2KeepAlive>,
+    pub internals: Option<Http2Internals>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+/// Window sizes and adaptive flow control.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(default)]
-struct RawFlowControl {
-    initial_connection_window_size: u32,
-    initial_stream_window_size: u32,
-    adaptive_flow_control: bool,
+pub struct Http2FlowControl {
+    pub initial_connection_window_size: u32,
+    pub initial_stream_window_size: u32,
+    pub adaptive_flow_control: bool,
 }
 
-#[derive(Debug, Default, Deserialize)]
+/// HTTP/2 PINGs.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(default)]
-struct RawKeepAlive {
-    interval: Option<RawDuration>,
-    timeout: Option<RawDuration>,
-    while_idle: bool,
+pub struct Http2KeepAlive {
+    pub interval: Option<JsonDuration>,
+    pub timeout: Option<JsonDuration>,
+    pub while_idle: bool,
 }
 
-#[derive(Debug, Default, Deserialize)]
+/// Limits of the HTTP/2 implementation.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(default)]
-struct RawInternals {
-    max_concurrent_reset_streams: u32,
-    max_frame_size: u32,
-    max_send_buf_size: u32,
+pub struct Http2Internals {
+    pub max_concurrent_reset_streams: u32,
+    pub max_frame_size: u32,
+    pub max_send_buf_size: u32,
 }
 
-#[derive(Debug, Default, Deserialize)]
+/// A duration as the flag spells it (a protobuf `Duration`'s two fields,
+/// kept as given: the proxy, not the flag parser, judges them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(default)]
-struct RawDuration {
-    seconds: i64,
-    nanos: i32,
-}
-
-impl From<RawDuration> for prost_types::Duration {
-    fn from(d: RawDuration) -> Self {
-        Self {
-            seconds: d.seconds,
-            nanos: d.nanos,
-        }
-    }
-}
-
-impl From<RawHttp2Params> for Http2ClientParams {
-    fn from(raw: RawHttp2Params) -> Self {
-        Self {
-            flow_control: raw.flow_control.map(|f| http2_client_params::FlowControl {
-                initial_connection_window_size: f.initial_connection_window_size,
-                initial_stream_window_size: f.initial_stream_window_size,
-                adaptive_flow_control: f.adaptive_flow_control,
-            }),
-            keep_alive: raw.keep_alive.map(|k| http2_client_params::KeepAlive {
-                interval: k.interval.map(Into::into),
-                timeout: k.timeout.map(Into::into),
-                while_idle: k.while_idle,
-            }),
-            internals: raw.internals.map(|i| http2_client_params::Internals {
-                max_concurrent_reset_streams: i.max_concurrent_reset_streams,
-                max_frame_size: i.max_frame_size,
-                max_send_buf_size: i.max_send_buf_size,
-            }),
-        }
-    }
+pub struct JsonDuration {
+    pub seconds: i64,
+    pub nanos: i32,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn port_set_parses_ports_and_ranges() {
-        let set = PortSet::parse("25,587,3306-3310");
-        for p in [25, 587, 3306, 3308, 3310] {
-            assert!(set.contains(p), "{p}");
-        }
-        for p in [24, 26, 3305, 3311, 0] {
-            assert!(!set.contains(p), "{p}");
-        }
-        assert_eq!(set.to_string(), "25,587,3306-3310");
-    }
-
-    #[test]
-    fn port_set_merges_and_tolerates_noise() {
-        let set = PortSet::parse(" 10-20 , 15-30,31,abc,5-1,1-2-3,,99999,");
-        assert_eq!(set.ranges(), &[(10, 31)]);
-        assert!(PortSet::parse("").is_empty());
-        assert!(PortSet::parse(",").is_empty());
-        let all = PortSet::parse("0-65535");
-        assert!(all.contains(0) && all.contains(65535));
-        assert_eq!(all.ranges().len(), 1);
-    }
-
-    #[test]
-    fn port_list_resolves_names() {
-        let named = |n: &str| match n {
-            "http" => Some(8080),
-            "admin" => Some(9990),
-            _ => None,
-        };
-        let set = parse_port_list("http, 3306, admin, nope", &named);
-        assert_eq!(set.ranges(), &[(3306, 3306), (8080, 8080), (9990, 9990)]);
-    }
-
-    #[test]
-    fn port_range_errors_name_the_entry() {
-        let err = parse_port_range("9-3").expect_err("inverted range");
-        assert!(err.to_string().contains("\"9-3\""), "{err}");
-        assert!(parse_port_range("").is_err());
-        assert!(parse_port_range("-5").is_err());
-        assert_eq!(parse_port_range("+80").expect("plus sign"), (80, 80));
-    }
 
     #[test]
     fn transport_mode() {
@@ -527,7 +311,7 @@ mod tests {
         assert_eq!(parse_http2_client_params("").expect("empty"), None);
         assert_eq!(
             parse_http2_client_params("{}").expect("empty object"),
-            Some(Http2ClientParams::default())
+            Some(Http2Params::default())
         );
         let err = parse_http2_client_params(r#"{"keep_alive":{"interval":"10s"}}"#)
             .expect_err("string duration");

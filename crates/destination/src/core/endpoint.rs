@@ -10,7 +10,8 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use crate::config::{PortSet, TranslatorConfig};
+use crate::config::TranslatorConfig;
+use k8s_api::ports::PortRanges;
 
 /// Address family of an endpoint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -155,9 +156,9 @@ pub struct PodInfo {
     pub owner: OwnerLabel,
     /// `config.linkerd.io/opaque-ports` if annotated (named ports resolved);
     /// `None` means the default opaque ports apply.
-    pub opaque_ports: Option<PortSet>,
+    pub opaque_ports: Option<PortRanges>,
     /// `config.linkerd.io/skip-inbound-ports`.
-    pub skip_inbound_ports: PortSet,
+    pub skip_inbound_ports: PortRanges,
     /// Proxy listen ports.
     pub proxy_ports: ProxyPorts,
 }

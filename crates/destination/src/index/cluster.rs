@@ -24,6 +24,7 @@ use crate::{
     },
     k8s::{
         endpoints::{slice_pods, slice_service_name},
+        lookups::ClusterLookups,
         pods::{exposes_host_port, pod_ips, serves_pod_ip},
         services::cluster_ips,
     },
@@ -484,5 +485,23 @@ impl ClusterState {
             self.track_slice_pods(&service, &slice, false);
         }
         Some(service)
+    }
+}
+
+impl ClusterLookups for ClusterState {
+    fn pod(&self, namespace: &str, name: &str) -> Option<Arc<Pod>> {
+        ClusterState::pod(self, namespace, name).cloned()
+    }
+
+    fn owner(&self, kind: ParentKind, namespace: &str, name: &str) -> Option<OwnerRef> {
+        self.owner_of(kind, namespace, name)
+    }
+
+    fn server_opaque(&self, pod: &Pod, port: u16) -> bool {
+        ClusterState::server_opaque(self, pod, port)
+    }
+
+    fn node_zone(&self, node: &str) -> Option<&str> {
+        ClusterState::node_zone(self, node)
     }
 }

@@ -24,7 +24,8 @@ use crate::{
     core::endpoint::EndpointMap,
     core::filter::{FilterContext, FilterKey, filter_endpoints},
     k8s::{
-        endpoints::{Lookups, internal_traffic_policy_local, set_labels, translate_endpoints},
+        endpoints::{internal_traffic_policy_local, set_labels, translate_endpoints},
+        lookups::ClusterLookups,
         services::is_external_name,
     },
     proto::{
@@ -110,10 +111,9 @@ impl EndpointPublishers {
             .get(service)
             .is_some_and(|ports| ports.contains_key(&port));
         let inputs = is_new.then(|| port_inputs(cluster, service, port));
-        let node_zone = |node: &str| cluster.node_zone(node).map(str::to_string);
         let cx = GroupContext {
             config: cluster.config(),
-            node_zone: &node_zone,
+            lookups: cluster,
         };
         let publisher = self
             .publishers
@@ -164,10 +164,9 @@ impl EndpointPublishers {
         let Some(ports) = self.publishers.get_mut(service) else {
             return;
         };
-        let node_zone = |node: &str| cluster.node_zone(node).map(str::to_string);
         let cx = GroupContext {
             config: cluster.config(),
-            node_zone: &node_zone,
+            lookups: cluster,
         };
         for (port, publisher) in ports.iter_mut() {
             publisher.update(port_inputs(cluster, service, *port), &cx);
@@ -218,21 +217,12 @@ fn port_inputs(cluster: &ClusterState, service: &ServiceId, port: u16) -> PortIn
     };
     let no_slices = std::collections::BTreeMap::new();
     let slices = cluster.slices_of(service).unwrap_or(&no_slices);
-    let pod = |ns: &str, name: &str| cluster.pod(ns, name).cloned();
-    let owner = |kind, ns: &str, name: &str| cluster.owner_of(kind, ns, name);
-    let server_opaque =
-        |pod: &k8s_openapi::api::core::v1::Pod, port: u16| cluster.server_opaque(pod, port);
-    let lookups = Lookups {
-        pod: &pod,
-        owner: &owner,
-        server_opaque: Some(&server_opaque),
-    };
     let endpoints = translate_endpoints(
         service,
         Some(svc),
         port,
         slices.values().map(Arc::as_ref),
-        &lookups,
+        cluster,
     );
     PortInputs {
         endpoints: Some(endpoints),
@@ -276,8 +266,8 @@ pub struct PortPublisher {
 /// Everything a group needs from outside to rebuild its snapshot.
 pub struct GroupContext<'a> {
     pub config: &'a TranslatorConfig,
-    /// The zone of a node, by name.
-    pub node_zone: &'a dyn Fn(&str) -> Option<String>,
+    /// Node zones (for zone hints).
+    pub lookups: &'a dyn ClusterLookups,
 }
 
 impl PortPublisher {
@@ -347,19 +337,13 @@ fn build_snapshot(
         return Snapshot::missing();
     };
     let zone = (!key.node_name.is_empty())
-        .then(|| (cx.node_zone)(&key.node_name))
+        .then(|| cx.lookups.node_zone(&key.node_name))
         .flatten();
     let filter_cx = FilterContext {
         local_traffic_policy: inputs.local_traffic_policy,
-        node_zone: zone.as_deref(),
+        node_zone: zone,
         enable_ipv6: cx.config.enable_ipv6,
     };
     let filtered = filter_endpoints(endpoints, key, &filter_cx);
-    Snapshot::build(
-        inputs.labels.clone(),
-        &filtered,
-        cx.config,
-        zone.as_deref(),
-        previous,
-    )
+    Snapshot::build(inputs.labels.clone(), &filtered, cx.config, zone, previous)
 }

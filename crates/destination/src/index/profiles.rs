@@ -266,8 +266,7 @@ fn endpoint_profile_at(cluster: &ClusterState, addr: SocketAddr) -> Profile {
     let Some(pod) = pod.filter(|p| is_running(p)) else {
         return proto_profile::bare_endpoint(addr, false);
     };
-    let owner = |kind, ns: &str, name: &str| cluster.owner_of(kind, ns, name);
-    let info = Arc::new(PodInfo::from_pod(&pod, &owner));
+    let info = Arc::new(PodInfo::from_pod(&pod, cluster));
     let opaque = info.is_opaque(addr.port(), cfg) || cluster.server_opaque(&pod, addr.port());
     let endpoint = Endpoint {
         id: AddressId::Pod {

@@ -6,10 +6,10 @@ use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::{EndpointPort, EndpointSlice};
 
-use super::pods::OwnerLookup;
+use super::lookups::ClusterLookups;
 use crate::core::authority::ServiceId;
 use crate::core::endpoint::{
     AddressFamily, AddressId, Endpoint, EndpointMap, GatewayInfo, PodInfo, TargetPort, Workload,
@@ -49,22 +49,6 @@ fn resolve_slice_port(ports: Option<&[EndpointPort]>, target: &TargetPort) -> Op
     }
 }
 
-/// Looks up a pod by `(namespace, name)` in the pod cache.
-pub type PodLookup<'a> = &'a dyn Fn(&str, &str) -> Option<Arc<Pod>>;
-
-/// Whether a `Server` makes `port` of this pod opaque (from the policy controller).
-pub type ServerOpaqueLookup<'a> = &'a dyn Fn(&Pod, u16) -> bool;
-
-/// Lookups into the caller's caches used while translating slices.
-pub struct Lookups<'a> {
-    /// Pod by `(namespace, name)`.
-    pub pod: PodLookup<'a>,
-    /// Sole owner of a ReplicaSet/Job by `(kind, namespace, name)`.
-    pub owner: OwnerLookup<'a>,
-    /// Per-endpoint Server opacity override; `None` = no Server information.
-    pub server_opaque: Option<ServerOpaqueLookup<'a>>,
-}
-
 /// Translates the ready addresses of one EndpointSlice of `service` for the
 /// given target port. `requested_port` is the port the client asked for
 /// (used for gateway authority overrides).
@@ -73,7 +57,7 @@ pub fn endpoints_from_slice(
     slice: &EndpointSlice,
     target: &TargetPort,
     requested_port: u16,
-    lookups: &Lookups<'_>,
+    lookups: &dyn ClusterLookups,
 ) -> Vec<Endpoint> {
     let Some(port) = resolve_slice_port(slice.ports.as_deref(), target) else {
         return Vec::new();
@@ -150,7 +134,7 @@ pub fn endpoints_from_slice(
                     .filter(|ns| !ns.is_empty())
                     .unwrap_or(slice_ns);
                 let pod_name = r.name.as_deref().unwrap_or_default();
-                let Some(pod) = (lookups.pod)(pod_ns, pod_name) else {
+                let Some(pod) = lookups.pod(pod_ns, pod_name) else {
                     tracing::debug!(
                         namespace = pod_ns,
                         pod = pod_name,
@@ -158,8 +142,8 @@ pub fn endpoints_from_slice(
                     );
                     continue;
                 };
-                let info = Arc::new(PodInfo::from_pod(&pod, lookups.owner));
-                let opaque_by_server = lookups.server_opaque.is_some_and(|f| f(&pod, port));
+                let info = Arc::new(PodInfo::from_pod(&pod, lookups));
+                let opaque_by_server = lookups.server_opaque(&pod, port);
                 for ip in ips {
                     out.push(Endpoint {
                         id: AddressId::Pod {
@@ -191,7 +175,7 @@ pub fn translate_endpoints<'s>(
     svc: Option<&Service>,
     requested_port: u16,
     slices: impl IntoIterator<Item = &'s EndpointSlice>,
-    lookups: &Lookups<'_>,
+    lookups: &dyn ClusterLookups,
 ) -> EndpointMap {
     let target = target_port(svc, requested_port);
     let mut set = EndpointMap::new();

@@ -1,8 +1,10 @@
 //! Kubernetes objects → core values, as pure functions: the only place that
 //! reads Kubernetes fields. [`endpoints`] turns slices into endpoints,
-//! [`pods`] reads pod facts and owners, [`services`] reads Service ports.
+//! [`pods`] reads pod facts and owners, [`services`] reads Service ports;
+//! [`lookups`] is what they may ask of the caller's stored objects.
 
 pub mod endpoints;
+pub mod lookups;
 pub mod pods;
 pub mod services;
 
@@ -15,7 +17,8 @@ mod tests;
 /// Builders of Kubernetes objects shared by the tests of this crate.
 #[cfg(test)]
 pub(crate) mod fixtures {
-    use super::endpoints::{Lookups, translate_endpoints};
+    use super::endpoints::translate_endpoints;
+    use super::lookups::ClusterLookups;
     use crate::core::authority::ServiceId;
     use crate::core::endpoint::EndpointMap;
     use crate::core::endpoint::{OwnerRef, ParentKind};
@@ -128,7 +131,19 @@ pub(crate) mod fixtures {
             }
         }
 
-        pub(crate) fn pod(&self, ns: &str, name: &str) -> Option<Arc<Pod>> {
+        /// Translates `slices` for `ns/web` (Service `svc`) and port `port`.
+        pub(crate) fn translate(
+            &self,
+            svc: Option<&Service>,
+            port: u16,
+            slices: &[EndpointSlice],
+        ) -> EndpointMap {
+            translate_endpoints(&svc_id(), svc, port, slices, self)
+        }
+    }
+
+    impl ClusterLookups for Cache {
+        fn pod(&self, ns: &str, name: &str) -> Option<Arc<Pod>> {
             self.pods
                 .iter()
                 .find(|p| {
@@ -138,7 +153,7 @@ pub(crate) mod fixtures {
                 .cloned()
         }
 
-        pub(crate) fn owner(kind: ParentKind, _ns: &str, name: &str) -> Option<OwnerRef> {
+        fn owner(&self, kind: ParentKind, _ns: &str, name: &str) -> Option<OwnerRef> {
             let owner = |kind: &str, name: &str| {
                 Some(OwnerRef {
                     kind: kind.into(),
@@ -154,21 +169,12 @@ pub(crate) mod fixtures {
             }
         }
 
-        /// Translates `slices` for `ns/web` (Service `svc`) and port `port`.
-        pub(crate) fn translate(
-            &self,
-            svc: Option<&Service>,
-            port: u16,
-            slices: &[EndpointSlice],
-        ) -> EndpointMap {
-            let pod = |ns: &str, name: &str| self.pod(ns, name);
-            let server = |_: &Pod, p: u16| Some(p) == self.opaque_by_server;
-            let lookups = Lookups {
-                pod: &pod,
-                owner: &Self::owner,
-                server_opaque: Some(&server),
-            };
-            translate_endpoints(&svc_id(), svc, port, slices, &lookups)
+        fn server_opaque(&self, _: &Pod, port: u16) -> bool {
+            Some(port) == self.opaque_by_server
+        }
+
+        fn node_zone(&self, _: &str) -> Option<&str> {
+            None
         }
     }
 }

@@ -8,10 +8,11 @@ use std::net::{IpAddr, SocketAddr};
 use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use crate::config::{PortSet, parse_port_list};
+use super::lookups::ClusterLookups;
 use crate::core::endpoint::{
     OwnerLabel, OwnerRef, ParentKind, PodInfo, ProxyPortError, ProxyPorts,
 };
+use k8s_api::ports::{PortRanges, parse_port_list};
 
 /// The `topology.kubernetes.io/zone` label of a node (metadata only), if set.
 pub fn node_topology_zone(node: &ObjectMeta) -> Option<&str> {
@@ -33,16 +34,11 @@ pub fn sole_owner(meta: &ObjectMeta) -> Option<OwnerRef> {
     }
 }
 
-/// Looks up the sole owner of a pod's ReplicaSet or Job parent
-/// (`kind, namespace, name`); `None` if the parent is unknown or has not
-/// exactly one owner.
-pub type OwnerLookup<'a> = &'a dyn Fn(ParentKind, &str, &str) -> Option<OwnerRef>;
-
 /// Computes the owner label of a pod:
 /// no or several owners → `pod`; a ReplicaSet owned by a deployment,
 /// statefulset, daemonset or job → that kind, else `replicaset`; a Job → its
 /// single owner's kind, else `k8s_job`; any other kind → lowercased.
-pub fn owner_label(pod: &Pod, lookup: OwnerLookup<'_>) -> OwnerLabel {
+pub fn owner_label(pod: &Pod, lookups: &dyn ClusterLookups) -> OwnerLabel {
     let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
     let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
     let parent = match pod.metadata.owner_references.as_deref() {
@@ -50,7 +46,7 @@ pub fn owner_label(pod: &Pod, lookup: OwnerLookup<'_>) -> OwnerLabel {
         _ => return OwnerLabel::new("pod", pod_name),
     };
     match parent.kind.as_str() {
-        "ReplicaSet" => match lookup(ParentKind::ReplicaSet, ns, &parent.name) {
+        "ReplicaSet" => match lookups.owner(ParentKind::ReplicaSet, ns, &parent.name) {
             Some(grand)
                 if matches!(
                     grand.kind.to_ascii_lowercase().as_str(),
@@ -61,7 +57,7 @@ pub fn owner_label(pod: &Pod, lookup: OwnerLookup<'_>) -> OwnerLabel {
             }
             _ => OwnerLabel::new(&parent.kind, &parent.name),
         },
-        "Job" => match lookup(ParentKind::Job, ns, &parent.name) {
+        "Job" => match lookups.owner(ParentKind::Job, ns, &parent.name) {
             Some(grand) => OwnerLabel::new(&grand.kind, &grand.name),
             None => OwnerLabel::new(&parent.kind, &parent.name),
         },
@@ -114,7 +110,7 @@ fn env_port(container: &Container, env: &'static str) -> Result<u16, ProxyPortEr
 
 impl PodInfo {
     /// Extracts the pod facts; the owner label needs the ReplicaSet/Job lookup.
-    pub fn from_pod(pod: &Pod, owners: OwnerLookup<'_>) -> Self {
+    pub fn from_pod(pod: &Pod, lookups: &dyn ClusterLookups) -> Self {
         let meta = &pod.metadata;
         let label = |key: &str| {
             meta.labels
@@ -138,10 +134,10 @@ impl PodInfo {
             node_name: spec.and_then(|s| s.node_name.clone()),
             control_plane_ns: label(labels::CONTROL_PLANE_NS),
             pod_template_hash: label(labels::POD_TEMPLATE_HASH),
-            owner: owner_label(pod, owners),
+            owner: owner_label(pod, lookups),
             opaque_ports,
             skip_inbound_ports: annotation(labels::SKIP_INBOUND_PORTS)
-                .map(|list| PortSet::parse(list))
+                .map(|list| PortRanges::parse(list))
                 .unwrap_or_default(),
             proxy_ports: ProxyPorts::from_pod(pod),
         }

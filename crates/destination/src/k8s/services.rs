@@ -7,8 +7,8 @@ use std::net::IpAddr;
 
 use k8s_openapi::api::core::v1::Service;
 
-use crate::config::{PortSet, parse_port_list};
 use crate::core::ServiceId;
+use k8s_api::ports::{PortRanges, parse_port_list};
 
 /// The id of a Service: its name and namespace (empty if unset).
 pub fn service_key(service: &Service) -> Option<ServiceId> {
@@ -21,7 +21,7 @@ pub fn service_key(service: &Service) -> Option<ServiceId> {
 /// The opaque ports of a Service: its `config.linkerd.io/opaque-ports`
 /// annotation (numbers, ranges, ServicePort names; empty means none), else
 /// the default set.
-pub fn service_opaque_ports(service: Option<&Service>, defaults: &PortSet) -> PortSet {
+pub fn service_opaque_ports(service: Option<&Service>, defaults: &PortRanges) -> PortRanges {
     let annotation = service
         .and_then(|s| s.metadata.annotations.as_ref())
         .and_then(|a| a.get(labels::OPAQUE_PORTS));
@@ -83,7 +83,7 @@ mod tests {
 
     #[test]
     fn service_opaque_ports_follow_the_annotation_else_the_defaults() {
-        let defaults = PortSet::parse("3306");
+        let defaults = PortRanges::parse("3306");
         let svc: Service = serde_json::from_value(json!({
             "metadata": {"annotations": {labels::OPAQUE_PORTS: "mysql,4000-4001"}},
             "spec": {"ports": [{"name": "mysql", "port": 3307}]}

@@ -189,7 +189,7 @@ fn owner_label_rules() {
     };
     let rf = |kind: &str, name: &str| json!({"apiVersion": "v1", "kind": kind, "name": name, "uid": "u"});
     let label = |pod: &Pod| {
-        let l = owner_label(pod, &Cache::owner);
+        let l = owner_label(pod, &Cache::new([]));
         (l.key, l.name)
     };
     let pair = |k: &str, n: &str| (k.to_string(), n.to_string());
@@ -294,8 +294,20 @@ fn meshed_pod_weighted_addr() {
             server_name: Some(id)
         })
     );
-    assert_eq!(wa.http2, cfg.meshed_http2_client_params);
-    assert!(wa.http2.is_some());
+    let seconds = |seconds| Some(prost_types::Duration { seconds, nanos: 0 });
+    assert_eq!(
+        wa.http2,
+        Some(linkerd2_proxy_api::destination::Http2ClientParams {
+            keep_alive: Some(
+                linkerd2_proxy_api::destination::http2_client_params::KeepAlive {
+                    interval: seconds(10),
+                    timeout: seconds(3),
+                    while_idle: true,
+                }
+            ),
+            ..Default::default()
+        })
+    );
     assert_eq!(wa.authority_override, None);
     assert_eq!(wa.resource_ref, None);
 
@@ -331,7 +343,7 @@ fn opaque_ports_from_annotation_default_and_server() {
         opaque_transport: Some(protocol_hint::OpaqueTransport { inbound_port: 4143 }),
     };
     let mut cfg = cfg();
-    cfg.default_opaque_ports = crate::config::PortSet::parse("3306");
+    cfg.default_opaque_ports = k8s_api::ports::PortRanges::parse("3306");
 
     // Default set applies without annotation.
     let ep = translate_one(meshed_pod("p1", "n1"), 3306);
@@ -464,7 +476,7 @@ fn proxy_env_problems_drop_meshed_addresses() {
         pod
     };
     let mut cfg = cfg();
-    cfg.default_opaque_ports = crate::config::PortSet::parse("3306");
+    cfg.default_opaque_ports = k8s_api::ports::PortRanges::parse("3306");
 
     // Admin port missing → dropped even for a non-opaque port.
     let ep = translate_one(strip_env(labels::ENV_PROXY_ADMIN_LISTEN_ADDR), 8080);

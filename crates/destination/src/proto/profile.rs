@@ -6,8 +6,6 @@
 
 use std::{collections::HashMap, net::SocketAddr, sync::Arc};
 
-use bytes::Bytes;
-
 use k8s_api::{
     go_duration::parse_go_duration,
     service_profile::{self as sp, ServiceProfile},
@@ -21,6 +19,7 @@ use linkerd2_proxy_api::{
     meta::{Metadata, Resource, metadata},
 };
 
+use super::frames::Frames;
 use super::weighted_addr::{bare_addr, weighted_addr};
 use crate::config::TranslatorConfig;
 use crate::core::{ServiceTarget, endpoint::Endpoint};
@@ -126,17 +125,18 @@ pub struct Profile(pub DestinationProfile);
 pub struct ProfileState {
     /// The profile.
     pub profile: DestinationProfile,
-    /// Its encoded frame, shared by every stream that follows it.
-    pub frame: Bytes,
+    /// Its encoded frame (just one), shared by every stream that follows it:
+    /// a stream sends it as a `Get` stream sends a group's step.
+    pub frames: Frames,
 }
 
 impl ProfileState {
     /// Encodes `profile` once.
     pub fn new(profile: Profile) -> Arc<Self> {
-        let frame = super::frames::profile(&profile.0);
+        let frames = Frames::from([super::frames::profile(&profile.0)]);
         Arc::new(Self {
             profile: profile.0,
-            frame,
+            frames,
         })
     }
 

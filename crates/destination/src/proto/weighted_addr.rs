@@ -4,11 +4,12 @@
 use std::net::SocketAddr;
 
 use linkerd2_proxy_api::destination::{
-    AuthorityOverride, ProtocolHint, TlsIdentity, WeightedAddr, protocol_hint, tls_identity,
+    AuthorityOverride, Http2ClientParams, ProtocolHint, TlsIdentity, WeightedAddr,
+    http2_client_params, protocol_hint, tls_identity,
 };
 use linkerd2_proxy_api::net::TcpAddress;
 
-use crate::config::TranslatorConfig;
+use crate::config::{Http2Params, JsonDuration, TranslatorConfig};
 use crate::core::endpoint::{Endpoint, PodInfo, ProxyPortError, Workload};
 
 /// Weight of every endpoint (×10 with zone weights in the client's zone).
@@ -61,7 +62,10 @@ pub fn weighted_addr(
                         opaque_transport: None,
                     });
                 }
-                wa.http2 = cfg.meshed_http2_client_params;
+                wa.http2 = cfg
+                    .meshed_http2_client_params
+                    .as_ref()
+                    .map(http2_client_params);
             }
         }
     }
@@ -108,7 +112,10 @@ fn fill_pod(
     };
     let skipped = pod.skip_inbound_ports.contains(port);
     if pod.control_plane_ns.is_some() && !skipped {
-        wa.http2 = cfg.meshed_http2_client_params;
+        wa.http2 = cfg
+            .meshed_http2_client_params
+            .as_ref()
+            .map(http2_client_params);
         let admin = pod.proxy_ports.admin.as_ref().map_err(proxy_err)?;
         let control = pod.proxy_ports.control.as_ref().map_err(proxy_err)?;
         let opaque = pod.is_opaque(port, cfg) || ep.opaque_by_server;
@@ -153,5 +160,39 @@ pub fn bare_addr(addr: SocketAddr) -> WeightedAddr {
         addr: Some(TcpAddress::from(addr)),
         weight: DEFAULT_WEIGHT,
         ..Default::default()
+    }
+}
+
+/// `--meshed-http2-client-params` as the proxy API spells it.
+fn http2_client_params(params: &Http2Params) -> Http2ClientParams {
+    let duration = |d: JsonDuration| prost_types::Duration {
+        seconds: d.seconds,
+        nanos: d.nanos,
+    };
+    Http2ClientParams {
+        flow_control: params
+            .flow_control
+            .as_ref()
+            .map(|f| http2_client_params::FlowControl {
+                initial_connection_window_size: f.initial_connection_window_size,
+                initial_stream_window_size: f.initial_stream_window_size,
+                adaptive_flow_control: f.adaptive_flow_control,
+            }),
+        keep_alive: params
+            .keep_alive
+            .as_ref()
+            .map(|k| http2_client_params::KeepAlive {
+                interval: k.interval.map(duration),
+                timeout: k.timeout.map(duration),
+                while_idle: k.while_idle,
+            }),
+        internals: params
+            .internals
+            .as_ref()
+            .map(|i| http2_client_params::Internals {
+                max_concurrent_reset_streams: i.max_concurrent_reset_streams,
+                max_frame_size: i.max_frame_size,
+                max_send_buf_size: i.max_send_buf_size,
+            }),
     }
 }

@@ -1,104 +1,119 @@
 //! Prometheus metrics of the inbound index (`inbound_index_*`), the
-//! outbound index (`outbound_index_*`), the gRPC API (`grpc_server_*`) and
-//! the status writer (`resource_status_*`).
+//! outbound index (`outbound_index_*`), both read from the indexes when
+//! scraped (dependencies run metrics → index), the gRPC API
+//! (`grpc_server_*`) and the status writer (`resource_status_*`).
 
+use k8s_index::SharedIndex;
 use prometheus_client::{
-    encoding::EncodeLabelSet,
-    metrics::{counter::Counter, family::Family, gauge::Gauge},
+    collector::Collector,
+    encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric},
+    metrics::{MetricType, counter::Counter, family::Family, gauge::ConstGauge, gauge::Gauge},
     registry::Registry,
 };
 
-/// Counts of the inbound index, for metrics and tests.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct IndexStats {
-    pub namespaces: usize,
-    pub pods: usize,
-    pub servers: usize,
-    pub port_servers: usize,
+use crate::index::{Index, IndexStats, outbound::OutboundIndex, outbound::OutboundStats};
+
+/// One size of an index: its name (under the index's prefix), help and value.
+type SizeGauge<S> = (&'static str, &'static str, fn(&S) -> usize);
+
+/// Encodes `stats` as the gauges `sizes`.
+fn encode_sizes<S>(
+    encoder: &mut DescriptorEncoder<'_>,
+    stats: &S,
+    sizes: &[SizeGauge<S>],
+) -> Result<(), std::fmt::Error> {
+    for (name, help, value) in sizes {
+        let gauge = ConstGauge::new(i64::try_from(value(stats)).unwrap_or(i64::MAX));
+        gauge.encode(encoder.encode_descriptor(name, help, None, MetricType::Gauge)?)?;
+    }
+    Ok(())
 }
 
-/// Counts of the outbound index, for metrics and tests.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct OutboundStats {
-    pub services: usize,
-    pub routes: usize,
-    pub watches: usize,
-}
+/// Sizes of the inbound index (`inbound_index_*`), read when scraped: the
+/// index holds no metric handle.
+pub struct InboundIndexCollector(SharedIndex<Index>);
 
-/// Sizes of the inbound index.
-#[derive(Clone, Debug, Default)]
-pub struct IndexMetrics {
-    namespaces: Gauge,
-    pods: Gauge,
-    servers: Gauge,
-    port_servers: Gauge,
-}
-
-impl IndexMetrics {
+impl InboundIndexCollector {
     /// Registers under `inbound_index_`.
-    pub fn register(registry: &mut Registry) -> Self {
-        let m = Self::default();
-        let sub = registry.sub_registry_with_prefix("inbound_index");
-        sub.register(
-            "namespaces",
-            "Namespaces with meshed pods or policy resources",
-            m.namespaces.clone(),
-        );
-        sub.register("pods", "Meshed pods indexed", m.pods.clone());
-        sub.register("servers", "Server resources indexed", m.servers.clone());
-        sub.register(
-            "port_servers",
-            "Pod ports with a published server (selected by a Server or looked up)",
-            m.port_servers.clone(),
-        );
-        m
-    }
-
-    pub(crate) fn report(&self, stats: IndexStats) {
-        let set = |g: &Gauge, n: usize| {
-            g.set(i64::try_from(n).unwrap_or(i64::MAX));
-        };
-        set(&self.namespaces, stats.namespaces);
-        set(&self.pods, stats.pods);
-        set(&self.servers, stats.servers);
-        set(&self.port_servers, stats.port_servers);
+    pub fn register(registry: &mut Registry, index: SharedIndex<Index>) {
+        registry
+            .sub_registry_with_prefix("inbound_index")
+            .register_collector(Box::new(Self(index)));
     }
 }
 
-/// Sizes of the outbound index.
-#[derive(Clone, Debug, Default)]
-pub struct OutboundIndexMetrics {
-    services: Gauge,
-    routes: Gauge,
-    watches: Gauge,
+impl std::fmt::Debug for InboundIndexCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InboundIndexCollector")
+            .finish_non_exhaustive()
+    }
 }
 
-impl OutboundIndexMetrics {
+impl Collector for InboundIndexCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let stats = self.0.read().stats();
+        encode_sizes(
+            &mut encoder,
+            &stats,
+            &[
+                (
+                    "namespaces",
+                    "Namespaces with meshed pods or policy resources",
+                    |s: &IndexStats| s.namespaces,
+                ),
+                ("pods", "Meshed pods indexed", |s| s.pods),
+                ("servers", "Server resources indexed", |s| s.servers),
+                (
+                    "port_servers",
+                    "Pod ports with a published server (selected by a Server or looked up)",
+                    |s| s.port_servers,
+                ),
+            ],
+        )
+    }
+}
+
+/// Sizes of the outbound index (`outbound_index_*`), read when scraped.
+pub struct OutboundIndexCollector(SharedIndex<OutboundIndex>);
+
+impl OutboundIndexCollector {
     /// Registers under `outbound_index_`.
-    pub fn register(registry: &mut Registry) -> Self {
-        let m = Self::default();
-        let sub = registry.sub_registry_with_prefix("outbound_index");
-        sub.register("services", "Services indexed", m.services.clone());
-        sub.register(
-            "routes",
-            "Route resources attached to at least one Service",
-            m.routes.clone(),
-        );
-        sub.register(
-            "watches",
-            "Published policies (Service port and client namespace)",
-            m.watches.clone(),
-        );
-        m
+    pub fn register(registry: &mut Registry, index: SharedIndex<OutboundIndex>) {
+        registry
+            .sub_registry_with_prefix("outbound_index")
+            .register_collector(Box::new(Self(index)));
     }
+}
 
-    pub(crate) fn report(&self, stats: OutboundStats) {
-        let set = |g: &Gauge, n: usize| {
-            g.set(i64::try_from(n).unwrap_or(i64::MAX));
-        };
-        set(&self.services, stats.services);
-        set(&self.routes, stats.routes);
-        set(&self.watches, stats.watches);
+impl std::fmt::Debug for OutboundIndexCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OutboundIndexCollector")
+            .finish_non_exhaustive()
+    }
+}
+
+impl Collector for OutboundIndexCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let stats = self.0.read().stats();
+        encode_sizes(
+            &mut encoder,
+            &stats,
+            &[
+                ("services", "Services indexed", |s: &OutboundStats| {
+                    s.services
+                }),
+                (
+                    "routes",
+                    "Route resources attached to at least one Service",
+                    |s| s.routes,
+                ),
+                (
+                    "watches",
+                    "Published policies (Service port and client namespace)",
+                    |s| s.watches,
+                ),
+            ],
+        )
     }
 }
 
@@ -214,5 +229,49 @@ impl StatusMetrics {
 
     pub(crate) fn set_leader(&self, leads: bool) {
         self.leader.set(i64::from(leads));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::outbound::OutboundCluster;
+
+    fn scrape(registry: &Registry) -> String {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, registry).expect("encode");
+        text
+    }
+
+    #[test]
+    fn index_sizes_are_read_when_scraped() {
+        let mut registry = Registry::with_prefix("policy");
+        let outbound = OutboundIndex::shared(OutboundCluster {
+            networks: vec!["10.0.0.0/8".parse().expect("net")],
+            cluster_domain: "cluster.local".into(),
+            default_opaque_ports: Default::default(),
+        });
+        OutboundIndexCollector::register(&mut registry, outbound.clone());
+        assert!(
+            scrape(&registry).contains("\npolicy_outbound_index_services 0\n"),
+            "{}",
+            scrape(&registry)
+        );
+
+        let svc: k8s_openapi::api::core::v1::Service = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web", "namespace": "ns"},
+            "spec": {"clusterIP": "10.0.0.1", "ports": [{"port": 80}]},
+        }))
+        .expect("service");
+        k8s_index::Index::apply(&mut *outbound.write(), svc);
+        let text = scrape(&registry);
+        assert!(
+            text.contains("# TYPE policy_outbound_index_services gauge"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\npolicy_outbound_index_services 1\n"),
+            "{text}"
+        );
     }
 }

@@ -14,7 +14,7 @@ use crate::{
     args::Args,
     grpc::{self, InboundPolicyServer, outbound::OutboundPolicyServer},
     index::{CONTROL_PLANE_NS_LABEL, Index, outbound::OutboundIndex},
-    metrics::{GrpcMetrics, IndexMetrics, OutboundIndexMetrics, StatusMetrics},
+    metrics::{GrpcMetrics, InboundIndexCollector, OutboundIndexCollector, StatusMetrics},
     status::{LeaseParams, StatusIndex, StatusWriter, lease},
     webhook::PolicyValidator,
 };
@@ -41,8 +41,6 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 
     let mut registry = Registry::with_prefix("policy");
     let watch_metrics = WatchMetrics::register(&mut registry);
-    let index_metrics = IndexMetrics::register(&mut registry);
-    let outbound_metrics = OutboundIndexMetrics::register(&mut registry);
     let grpc_metrics = GrpcMetrics::register(&mut registry);
     let status_metrics = StatusMetrics::register(&mut registry);
     let admission_metrics = admission::Metrics::register(&mut registry);
@@ -51,9 +49,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         (!args.admission_controller_disabled).then(|| readiness.register("webhook TLS"));
 
     let index = Index::shared(args.cluster_info());
-    index.write().set_metrics(index_metrics);
+    InboundIndexCollector::register(&mut registry, index.clone());
     let outbound = OutboundIndex::shared(outbound_cluster(&args)?);
-    outbound.write().set_metrics(outbound_metrics);
+    OutboundIndexCollector::register(&mut registry, outbound.clone());
     let gateway_kinds = gateway_kinds(&client).await;
     // Servers and routes also feed the status writer, through the same watches.
     let status_index = StatusIndex::shared();

@@ -48,13 +48,10 @@ pub use self::{
     selector::{Labels, Selector},
     server::{PortRef, ServerSpec},
 };
-use crate::{
-    core::{
-        AuthorizationRef, Authorizations, DETECT_TIMEOUT, DefaultPolicy, DiscoverInboundServer,
-        GroupKindName, HttpRoute, IdentityMatch, InboundServer, LookupError, NetworkMatch, PodPort,
-        RouteRef, ServerRef, routes::default_http_routes,
-    },
-    metrics::IndexMetrics,
+use crate::core::{
+    AuthorizationRef, Authorizations, DETECT_TIMEOUT, DefaultPolicy, DiscoverInboundServer,
+    GroupKindName, HttpRoute, IdentityMatch, InboundServer, LookupError, NetworkMatch, PodPort,
+    RouteRef, ServerRef, routes::default_http_routes,
 };
 
 /// The label of meshed pods (the only pods indexed).
@@ -186,13 +183,17 @@ pub struct Index {
     cluster: ClusterInfo,
     namespaces: HashMap<String, Namespace>,
     authentications: Authentications,
-    metrics: Option<IndexMetrics>,
     opaque: opaque_feed::OpaqueFeed,
 }
 
-/// Counts for metrics and tests (defined with the metrics, which do not
-/// import the index: dependencies run index → metrics only).
-pub use crate::metrics::IndexStats;
+/// Counts of the inbound index, read by the metrics when scraped, and by tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IndexStats {
+    pub namespaces: usize,
+    pub pods: usize,
+    pub servers: usize,
+    pub port_servers: usize,
+}
 
 /// What a mutation requires recomputing.
 enum Touched {
@@ -232,7 +233,6 @@ impl Index {
             cluster,
             namespaces: HashMap::new(),
             authentications: Authentications::default(),
-            metrics: None,
             opaque: opaque_feed::OpaqueFeed::default(),
         }
     }
@@ -251,12 +251,6 @@ impl Index {
     /// A new index behind the lock all watches and lookups share.
     pub fn shared(cluster: ClusterInfo) -> SharedIndex<Self> {
         SharedIndex::new(parking_lot::RwLock::new(Self::new(cluster)))
-    }
-
-    /// Reports sizes to `metrics` after every change.
-    pub fn set_metrics(&mut self, metrics: IndexMetrics) {
-        self.metrics = Some(metrics);
-        self.report();
     }
 
     pub fn cluster(&self) -> &ClusterInfo {
@@ -294,7 +288,6 @@ impl Index {
             .and_then(|ns| ns.pods.get_mut(pod))
             .ok_or(LookupError::UnknownServer)?;
         let rx = pod.subscribe(port, &self.cluster);
-        self.report();
         Ok(rx)
     }
 
@@ -375,13 +368,6 @@ impl Index {
             }
         }
         namespaces.retain(|_, ns| !ns.is_empty());
-        self.report();
-    }
-
-    fn report(&self) {
-        if let Some(metrics) = &self.metrics {
-            metrics.report(self.stats());
-        }
     }
 }
 

@@ -32,15 +32,12 @@ pub use self::{
     routes::{AnyRoute, OutboundBinding, ServiceParent},
     service::ServiceInfo,
 };
-use crate::{
-    core::{
-        PortSet,
-        outbound::{
-            Backend, DiscoverOutboundPolicy, OutboundLookupError, OutboundPolicy, OutboundTarget,
-            RouteId, ServiceTarget, service_authority,
-        },
+use crate::core::{
+    PortSet,
+    outbound::{
+        Backend, DiscoverOutboundPolicy, OutboundLookupError, OutboundPolicy, OutboundTarget,
+        RouteId, ServiceTarget, service_authority,
     },
-    metrics::OutboundIndexMetrics,
 };
 
 /// Cluster-wide settings of the outbound index, from flags.
@@ -75,12 +72,15 @@ pub struct OutboundIndex {
     routes_by_parent: HashMap<ServiceKey, BTreeSet<RouteId>>,
     /// Published policies.
     watches: HashMap<ServiceKey, PortWatches>,
-    /// Sizes, reported after every change.
-    metrics: Option<OutboundIndexMetrics>,
 }
 
-/// Counts for metrics and tests (defined with the metrics).
-pub use crate::metrics::OutboundStats;
+/// Counts of the outbound index, read by the metrics when scraped, and by tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OutboundStats {
+    pub services: usize,
+    pub routes: usize,
+    pub watches: usize,
+}
 
 impl OutboundIndex {
     pub fn new(cluster: OutboundCluster) -> Self {
@@ -91,7 +91,6 @@ impl OutboundIndex {
             routes: HashMap::new(),
             routes_by_parent: HashMap::new(),
             watches: HashMap::new(),
-            metrics: None,
         }
     }
 
@@ -100,23 +99,11 @@ impl OutboundIndex {
         SharedIndex::new(parking_lot::RwLock::new(Self::new(cluster)))
     }
 
-    /// Reports sizes to `metrics` after every change.
-    pub fn set_metrics(&mut self, metrics: OutboundIndexMetrics) {
-        self.metrics = Some(metrics);
-        self.report();
-    }
-
     pub fn stats(&self) -> OutboundStats {
         OutboundStats {
             services: self.services.len(),
             routes: self.routes.len(),
             watches: self.watches.values().map(HashMap::len).sum(),
-        }
-    }
-
-    fn report(&self) {
-        if let Some(m) = &self.metrics {
-            m.report(self.stats());
         }
     }
 
@@ -173,7 +160,6 @@ impl OutboundIndex {
             .entry((target.port, target.source_namespace.clone()))
             .or_insert_with(|| watch::Sender::new(Arc::new(policy)))
             .subscribe();
-        self.report();
         Ok(rx)
     }
 
@@ -294,7 +280,6 @@ impl OutboundIndex {
                 }
             }
         }
-        self.report();
     }
 
     /// The parents of the routes with a backend in `key`.

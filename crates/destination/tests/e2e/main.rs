@@ -3,11 +3,11 @@
 //! real local control plane shared by every test of this binary, and
 //! generated tonic clients read their streams over real sockets.
 //!
-//! - [`get`]: `Destination.Get` (EndpointSlices made by
+//! - `get`: `Destination.Get` (EndpointSlices made by
 //!   kube-controller-manager);
-//! - [`profile`]: `Destination.GetProfile`;
-//! - [`policy_link`]: Server-derived opaque ports from the policy controller;
-//! - [`deploy`]: started with `deploy/`'s exact arguments and RBAC.
+//! - `profile`: `Destination.GetProfile`;
+//! - `policy_link`: Server-derived opaque ports from the policy controller;
+//! - `deploy`: started with `deploy/`'s exact arguments and RBAC.
 
 mod common;
 mod deploy;

@@ -99,11 +99,12 @@ mod tests {
     #[test]
     fn profile_requests_by_address_and_by_name() {
         let token = r#"{"ns":"client","nodeName":"n1"}"#;
-        let by_ip = profile_request(&request("[fd00::1]:8080", token), "cluster.local").unwrap();
+        let by_ip =
+            profile_request(&request("[fd00::1]:8080", token), "cluster.local").expect("valid");
         assert_eq!(
             by_ip,
             ProfileRequest {
-                target: ProfileTarget::Addr("[fd00::1]:8080".parse().unwrap()),
+                target: ProfileTarget::Addr("[fd00::1]:8080".parse().expect("addr")),
                 client_ns: Some("client".into()),
             }
         );
@@ -111,7 +112,7 @@ mod tests {
             &request("web-0.web.ns.svc.cluster.local:80", ""),
             "cluster.local",
         )
-        .unwrap();
+        .expect("valid");
         assert_eq!(
             by_name,
             ProfileRequest {
@@ -138,7 +139,7 @@ mod tests {
             &request("web.ns.svc.cluster.local:80", token),
             "cluster.local",
         )
-        .unwrap();
+        .expect("valid");
         assert_eq!(get.target.port, 80);
         assert_eq!(get.node, "n1");
         assert!(

@@ -1,12 +1,13 @@
 //! Values and pure rules of the destination, with no Kubernetes, gRPC or
 //! proxy-API types: what a request names ([`authority`], [`context_token`]),
-//! what an endpoint is ([`endpoint`]) and how a stream's view of a Service
-//! port is filtered ([`filter`]).
+//! what an endpoint is ([`endpoint`]), how a stream's view of a Service
+//! port is filtered ([`filter`]) and what a ServiceProfile says ([`profile`]).
 
 pub mod authority;
 pub mod context_token;
 pub mod endpoint;
 pub mod filter;
+pub mod profile;
 
 pub use authority::{ServiceId, Target};
 pub use filter::FilterKey;

@@ -21,6 +21,7 @@ use crate::{
     k8s::{
         endpoints::instance_target,
         pods::{is_running, pod_ip},
+        profiles::profile_rules,
         services::{declares_port, is_external_name, service_opaque_ports},
     },
     proto::profile::{self as proto_profile, Profile, ProfileState},
@@ -241,8 +242,8 @@ fn compute_profile(cluster: &ClusterState, key: &ProfileKey) -> Option<Profile> 
                 .as_deref()
                 .and_then(|ns| cluster.service_profile_in(ns, &target.fqn))
                 .or_else(|| cluster.service_profile_in(&target.service.namespace, &target.fqn));
-            match proto_profile::service(target, sp.as_deref(), opaque) {
-                Ok(profile) => Some(profile),
+            match sp.map(|sp| profile_rules(&sp, target.port)).transpose() {
+                Ok(rules) => Some(proto_profile::service(target, rules.as_ref(), opaque)),
                 Err(error) => {
                     tracing::warn!(fqn = %target.fqn, %error, "ignoring an unusable ServiceProfile");
                     None

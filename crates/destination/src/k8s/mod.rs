@@ -1,11 +1,13 @@
 //! Kubernetes objects → core values, as pure functions: the only place that
 //! reads Kubernetes fields. [`endpoints`] turns slices into endpoints,
-//! [`pods`] reads pod facts and owners, [`services`] reads Service ports;
+//! [`pods`] reads pod facts and owners, [`services`] reads Service ports,
+//! [`profiles`] reads ServiceProfiles;
 //! [`lookups`] is what they may ask of the caller's stored objects.
 
 pub mod endpoints;
 pub mod lookups;
 pub mod pods;
+pub mod profiles;
 pub mod services;
 
 #[cfg(test)]

@@ -2,25 +2,29 @@
 //!
 //! # One EndpointSlice event, one file per step
 //!
-//! 1. [`index::cluster`]: `ClusterState::apply_slice` files the slice under
-//!    its Service and returns what it [`index::Touched`] (the Service it
-//!    left, the Service it joined). The watch (`k8s-index`) reaches it
-//!    through the `Index` impl in [`index`], a dispatcher.
-//! 2. [`k8s::endpoints`]: `translate_endpoints` turns the Service's slices
-//!    and the pods they name into the unfiltered endpoint set of a port.
-//! 3. [`index::endpoints`]: each port publisher of that Service takes the
-//!    new set; each filter group filters it ([`core::filter`]) and publishes
-//!    a new `GroupState` only if what its streams see changed.
-//! 4. [`proto::snapshot`]: the group's endpoints become `WeightedAddr`s
-//!    ([`proto::weighted_addr`]); the diff to the previous snapshot becomes
-//!    the group's shared, pre-encoded step ([`proto::frames`]).
-//! 5. [`grpc`]: every stream of the group wakes; its cursor picks the shared
-//!    step (or one coalesced diff if it fell behind) and the stream writes
-//!    those frames.
+//! 1. [`index`]: the watch (`k8s-index`) calls the `Index<EndpointSlice>`
+//!    impl, which stores the slice ([`index::cluster`]'s `apply_slice`
+//!    files it under its Service and says what it [`index::Touched`]: the
+//!    Service it left and the one it joined) and hands that to the
+//!    publishers.
+//! 2. [`index::endpoints`]: each port publisher of a touched Service
+//!    rebuilds its inputs (`translate_endpoints` in [`k8s::endpoints`]: the
+//!    slices and the pods they name → the unfiltered endpoints of the port);
+//!    each filter group filters them ([`core::filter`]) and builds its
+//!    snapshot.
+//! 3. [`proto::snapshot`]: the snapshot is the group's endpoints as
+//!    `WeightedAddr`s ([`proto::weighted_addr`]); back in step 2, a group
+//!    whose snapshot changed publishes it with the diff from the previous
+//!    one, encoded once ([`proto::frames`]).
+//! 4. [`grpc::get`]: every stream of the group wakes (the loop in
+//!    `grpc::subscription`); its cursor picks the shared step (or one
+//!    coalesced diff if it fell behind) and the stream writes those frames.
 //!
-//! Each step calls forward only (the helpers in parentheses return to the
-//! step that called them); no file is entered twice. `GetProfile` takes the
-//! same first step, then [`index::profiles`] → [`proto::profile`] → [`grpc`].
+//! The four files of the walk call forward only; the helpers in
+//! parentheses are pure (or storage) calls that return to the step that
+//! made them, and none of them calls back into the walk. `GetProfile` takes
+//! the same first step, then [`index::profiles`] (with
+//! [`k8s::profiles`]) → [`proto::profile`] → [`grpc::get_profile`].
 //!
 //! # Floors
 //!

@@ -62,8 +62,8 @@ enum Command {
         #[arg(long)]
         seconds: Option<u64>,
     },
-    /// Prints the outbound policy of a Service port (svc/<name>) or the
-    /// inbound policy of a pod port (po/<pod>), from the policy controller.
+    /// Prints the outbound policy of a Service port (svc/NAME) or the
+    /// inbound policy of a pod port (po/POD), from the policy controller.
     Policy {
         /// `svc/<name>` or `po/<name>`.
         resource: String,

@@ -1,15 +1,17 @@
 //! `Get`: a stream of one filter group's shared frames. It sends the group's
-//! current snapshot, then one step per change ([`StreamCursor`] picks the
-//! shared step, or one coalesced diff if the stream fell behind).
+//! current snapshot, then one step per change: its [`StreamCursor`] picks
+//! the group's shared step if the stream kept up, or one coalesced diff if
+//! it fell behind.
 
 use std::sync::Arc;
 
 use linkerd2_proxy_api::destination::GetDestination;
 
-use super::{
-    DestinationService, FrameStream, StreamCursor, request::get_request, status::RequestError,
+use super::{DestinationService, FrameStream, request::get_request, status::RequestError};
+use crate::{
+    index::endpoints::GroupState,
+    proto::frames::{self, Frames},
 };
-use crate::index::endpoints::GroupState;
 
 impl DestinationService {
     /// Opens a `Get` stream of encoded frames. Frames are shared with the
@@ -52,5 +54,111 @@ impl DestinationService {
             self.shutdown.clone(),
             frames_for,
         ))
+    }
+}
+
+/// A stream's position: the last state it sent.
+#[derive(Debug)]
+pub struct StreamCursor {
+    last: Option<Arc<GroupState>>,
+}
+
+impl StreamCursor {
+    pub fn new() -> Self {
+        Self { last: None }
+    }
+
+    /// The frames that bring this stream to `newest`, and whether
+    /// intermediate versions were skipped (coalesced). A stream that kept up
+    /// shares the group's frames; only a stream that fell behind encodes its
+    /// own diff.
+    pub fn advance(&mut self, newest: Arc<GroupState>) -> (Frames, bool) {
+        let (frames, coalesced) = match &self.last {
+            None => (newest.initial_frames(), false),
+            Some(last) if last.version == newest.version => (Arc::from(Vec::new()), false),
+            Some(last) if last.version + 1 == newest.version => (newest.step.clone(), false),
+            Some(last) => (frames::step(&last.snapshot, &newest.snapshot), true),
+        };
+        self.last = Some(newest);
+        (frames, coalesced)
+    }
+}
+
+impl Default for StreamCursor {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use linkerd2_proxy_api::destination::{Update, update};
+
+    use super::*;
+    use crate::core::FilterKey;
+    use crate::index::tests::{get::web_slice, index, pod, service, subscribe};
+    use k8s_index::Index as _;
+
+    #[test]
+    fn a_stream_that_fell_behind_gets_one_diff_to_the_newest_state() {
+        let mut idx = index();
+        idx.apply(service("web", "10.96.0.1"));
+        idx.apply(pod("web-0", "10.0.0.1"));
+        idx.apply(pod("web-1", "10.0.0.2"));
+        idx.apply(web_slice(&[("web-0", "10.0.0.1", true)]));
+        let mut rx = subscribe(&mut idx, "web", FilterKey::default());
+        let mut cursor = StreamCursor::new();
+        let decode = |frames: crate::proto::frames::Frames| -> Vec<Update> {
+            frames
+                .iter()
+                .map(|f| grpc_stream::decode_request(f).expect("a valid frame"))
+                .collect()
+        };
+        let (first, _) = cursor.advance(rx.borrow_and_update().clone());
+        let first = decode(first);
+        assert!(matches!(
+            first[..],
+            [Update {
+                update: Some(update::Update::Add(_))
+            }]
+        ));
+
+        // Three changes while the stream is not reading…
+        idx.apply(web_slice(&[
+            ("web-0", "10.0.0.1", true),
+            ("web-1", "10.0.0.2", true),
+        ]));
+        idx.apply(web_slice(&[("web-1", "10.0.0.2", true)]));
+        idx.apply(web_slice(&[("web-1", "10.0.0.2", false)]));
+        idx.apply(web_slice(&[("web-1", "10.0.0.2", true)]));
+        // …then it catches up in one step: web-0 removed, web-1 added.
+        let (updates, coalesced) = cursor.advance(rx.borrow_and_update().clone());
+        let updates = decode(updates);
+        assert!(coalesced);
+        let kinds: Vec<&str> = updates
+            .iter()
+            .map(|u| match &u.update {
+                Some(update::Update::Add(set)) => {
+                    assert_eq!(set.addrs.len(), 1);
+                    "add"
+                }
+                Some(update::Update::Remove(set)) => {
+                    assert_eq!(set.addrs.len(), 1);
+                    "remove"
+                }
+                _ => "other",
+            })
+            .collect();
+        assert_eq!(kinds, ["add", "remove"]);
+        // A stream that keeps up reuses the group's precomputed step.
+        idx.apply(web_slice(&[]));
+        let (updates, coalesced) = cursor.advance(rx.borrow_and_update().clone());
+        let updates = decode(updates);
+        assert!(!coalesced);
+        assert_eq!(updates.len(), 1);
+        assert!(matches!(
+            updates[0].update,
+            Some(update::Update::NoEndpoints(ref n)) if n.exists
+        ));
     }
 }

@@ -3,7 +3,6 @@
 //! - [`request`]: request parsing (authority, context token, filter key);
 //! - [`get`] and [`get_profile`]: the two streams, both following shared
 //!   state through [`subscription`] (one guard, one loop);
-//! - [`cursor`]: which frames bring a `Get` stream to the newest state;
 //! - [`status`]: every refusal, and its gRPC status, in one place.
 
 use std::sync::Arc;
@@ -16,14 +15,13 @@ use parking_lot::RwLock;
 use tokio::sync::watch;
 use tonic::{Request, Response, Status};
 
-mod cursor;
-mod get;
-mod get_profile;
+pub mod get;
+pub mod get_profile;
 pub mod request;
 pub mod status;
-mod subscription;
+pub mod subscription;
 
-pub use cursor::StreamCursor;
+pub use get::StreamCursor;
 pub use grpc_stream::FrameStream;
 pub use status::REASON_HEADER;
 

@@ -182,7 +182,7 @@ impl Index<Service> for EndpointsIndex {
 
 impl Index<EndpointSlice> for EndpointsIndex {
     fn apply(&mut self, slice: EndpointSlice) {
-        let Some((ns, name)) = namespaced_name(&slice.metadata) else {
+        let Some((ns, name)) = namespaced_name(&slice) else {
             return;
         };
         let touched = self.cluster.apply_slice(ns, name, slice);
@@ -227,7 +227,7 @@ impl Index<Pod> for EndpointsIndex {
 
 impl Index<ServiceProfile> for EndpointsIndex {
     fn apply(&mut self, profile: ServiceProfile) {
-        let Some(key) = namespaced_name(&profile.metadata) else {
+        let Some(key) = namespaced_name(&profile) else {
             return;
         };
         let touched = self.cluster.apply_service_profile(key, profile);
@@ -243,7 +243,7 @@ impl Index<ServiceProfile> for EndpointsIndex {
 
 impl Index<PartialObjectMeta<Node>> for EndpointsIndex {
     fn apply(&mut self, node: PartialObjectMeta<Node>) {
-        let Some((name, zone)) = node_zone(&node.metadata) else {
+        let Some((name, zone)) = node_zone(&node) else {
             return;
         };
         let touched = self.cluster.apply_node_zone(name, zone);
@@ -256,13 +256,14 @@ impl Index<PartialObjectMeta<Node>> for EndpointsIndex {
     }
 }
 
-fn apply_owner<K>(index: &mut EndpointsIndex, kind: ParentKind, obj: &PartialObjectMeta<K>) {
-    let Some(name) = namespaced_name(&obj.metadata) else {
+fn apply_owner<K>(index: &mut EndpointsIndex, kind: ParentKind, obj: &PartialObjectMeta<K>)
+where
+    PartialObjectMeta<K>: kube::Resource,
+{
+    let Some(name) = namespaced_name(obj) else {
         return;
     };
-    let touched = index
-        .cluster
-        .apply_owner(kind, name, sole_owner(&obj.metadata));
+    let touched = index.cluster.apply_owner(kind, name, sole_owner(obj));
     index.refresh(touched);
 }
 

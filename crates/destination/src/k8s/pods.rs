@@ -7,6 +7,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
 
 use super::lookups::ClusterLookups;
 use crate::core::endpoint::{
@@ -24,8 +25,8 @@ pub fn node_topology_zone(node: &ObjectMeta) -> Option<&str> {
 
 /// The only owner of an object, if it has exactly one. Use it to answer the
 /// owner lookup from metadata-only ReplicaSet/Job caches.
-pub fn sole_owner(meta: &ObjectMeta) -> Option<OwnerRef> {
-    match meta.owner_references.as_deref() {
+pub fn sole_owner(obj: &impl Resource) -> Option<OwnerRef> {
+    match obj.meta().owner_references.as_deref() {
         Some([only]) => Some(OwnerRef {
             kind: only.kind.clone(),
             name: only.name.clone(),
@@ -183,13 +184,14 @@ pub fn pod_ips(pod: &Pod) -> HashSet<IpAddr> {
 }
 
 /// `(namespace, name)` of an object, if it has both.
-pub fn namespaced_name(meta: &ObjectMeta) -> Option<(String, String)> {
+pub fn namespaced_name(obj: &impl Resource) -> Option<(String, String)> {
+    let meta = obj.meta();
     Some((meta.namespace.clone()?, meta.name.clone()?))
 }
 
 /// The key of a pod: `(namespace, name)`.
 pub fn pod_key(pod: &Pod) -> Option<(String, String)> {
-    namespaced_name(&pod.metadata)
+    namespaced_name(pod)
 }
 
 /// The pod's primary IP (`status.podIP`), parsed.
@@ -231,9 +233,10 @@ pub fn exposes_host_port(pod: &Pod, addr: SocketAddr) -> bool {
 }
 
 /// A node's name and zone label, if it has a name.
-pub fn node_zone(node: &ObjectMeta) -> Option<(String, Option<String>)> {
+pub fn node_zone(node: &impl Resource) -> Option<(String, Option<String>)> {
+    let meta = node.meta();
     Some((
-        node.name.clone()?,
-        node_topology_zone(node).map(str::to_string),
+        meta.name.clone()?,
+        node_topology_zone(meta).map(str::to_string),
     ))
 }

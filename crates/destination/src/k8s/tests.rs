@@ -238,15 +238,15 @@ fn owner_label_rules() {
         pair("replicationcontroller", "rc")
     );
 
-    let meta: ObjectMeta = from_json(json!({"ownerReferences": [rf("Deployment", "web")]}));
+    let rs: Pod = from_json(json!({"metadata": {"ownerReferences": [rf("Deployment", "web")]}}));
     assert_eq!(
-        sole_owner(&meta),
+        sole_owner(&rs),
         Some(OwnerRef {
             kind: "Deployment".into(),
             name: "web".into()
         })
     );
-    assert_eq!(sole_owner(&ObjectMeta::default()), None);
+    assert_eq!(sole_owner(&Pod::default()), None);
 }
 
 #[test]

@@ -15,6 +15,7 @@ mod cluster;
 mod e2e;
 mod gen_crds;
 mod images;
+mod imports;
 mod paths;
 mod pin;
 mod test;
@@ -42,6 +43,8 @@ enum Command {
     E2e(e2e::E2eArgs),
     /// Writes deploy/crds/ from the Rust CRD types.
     GenCrds,
+    /// Checks that no crate of the workspace has an import circle between its modules.
+    Imports,
     /// Builds the container images (base from Debian packages, pause, HTTP test, Meridian controller) with the local Docker daemon.
     Images(images::ImagesArgs),
     /// Runs the whole control plane on the local real API server, with sample workloads (Ctrl-C stops).
@@ -57,6 +60,7 @@ fn main() -> anyhow::Result<()> {
         Command::Certs(args) => certs::run(args),
         Command::E2e(args) => e2e::run(args),
         Command::GenCrds => gen_crds::run(),
+        Command::Imports => imports::run(),
         Command::Images(args) => images::run(args),
         Command::Test(args) => test::run(args),
         Command::Up(args) => up::run(args),

@@ -2,7 +2,8 @@
 //! binaries first (cached), so that the integration tests only start them,
 //! then checks the documentation's intra-doc links (`cargo doc --no-deps`,
 //! broken links as errors: cheap next to the tests, and catches stale
-//! references after a move), then runs `cargo xtask e2e` (the Meridian pod
+//! references after a move) and that no crate has an import circle
+//! (`cargo xtask imports`), then runs `cargo xtask e2e` (the Meridian pod
 //! on a local real node) unless `--no-e2e`.
 
 use std::process::Command;
@@ -48,6 +49,7 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
         bail!("cargo test failed with {status}");
     }
     doc_links(&cargo)?;
+    crate::imports::run()?;
     if args.no_e2e {
         return Ok(());
     }

@@ -33,4 +33,21 @@ pub use tls::{CertStore, TlsError, TlsPaths};
 /// code 400 and that message; `kubectl` prints it to the user.
 pub trait Validate: Send + Sync + 'static {
     fn validate(&self, request: &AdmissionRequest) -> Result<(), String>;
+
+    /// The verdict with the warnings to return (`kubectl` prints each as
+    /// `Warning: <text>`); by default [`Self::validate`]'s, without any.
+    fn review(&self, request: &AdmissionRequest) -> Verdict {
+        Verdict {
+            result: self.validate(request),
+            warnings: Vec::new(),
+        }
+    }
+}
+
+/// What a webhook answers: allowed or denied (with the message), and
+/// warnings either way.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    pub result: Result<(), String>,
+    pub warnings: Vec<String>,
 }

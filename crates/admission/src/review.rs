@@ -163,6 +163,14 @@ impl AdmissionReview {
             Err(message) => AdmissionResponse::deny(&self.request.uid, message),
         }
     }
+
+    /// The answer to this review, with warnings.
+    pub fn respond_with(&self, verdict: crate::Verdict) -> AdmissionResponse {
+        AdmissionResponse {
+            warnings: verdict.warnings,
+            ..self.respond(verdict.result)
+        }
+    }
 }
 
 /// The `response` of an AdmissionReview.
@@ -173,6 +181,9 @@ pub struct AdmissionResponse {
     pub allowed: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<Status>,
+    /// Shown to the client (`kubectl` prints `Warning: <text>`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// The `metav1.Status` of a denial.
@@ -192,6 +203,7 @@ impl AdmissionResponse {
             uid: uid.to_string(),
             allowed: true,
             status: None,
+            warnings: Vec::new(),
         }
     }
 
@@ -205,6 +217,7 @@ impl AdmissionResponse {
                 code: DENIED_CODE,
                 message: message.into(),
             }),
+            warnings: Vec::new(),
         }
     }
 

@@ -97,9 +97,9 @@ async fn review<V: Validate>(
             return plain(StatusCode::BAD_REQUEST, error.to_string());
         }
     };
-    let verdict = handler.validator.validate(&review.request);
+    let verdict = handler.validator.review(&review.request);
     let request = &review.request;
-    match &verdict {
+    match &verdict.result {
         Ok(()) => {
             handler.metrics.record(Outcome::Allowed);
             tracing::debug!(uid = %request.uid, name = ?request.name, namespace = ?request.namespace, "allowed");
@@ -109,7 +109,7 @@ async fn review<V: Validate>(
             tracing::info!(uid = %request.uid, name = ?request.name, namespace = ?request.namespace, %message, "denied");
         }
     }
-    let response = review.respond(verdict).to_review_json(review.version);
+    let response = review.respond_with(verdict).to_review_json(review.version);
     (StatusCode::OK, axum::Json(response)).into_response()
 }
 
@@ -301,6 +301,37 @@ mod tests {
         assert_eq!(json["response"]["status"]["code"], 400);
         assert_eq!(metrics.count(Outcome::Allowed), 1);
         assert_eq!(metrics.count(Outcome::Denied), 1);
+    }
+
+    struct WarnAll;
+
+    impl Validate for WarnAll {
+        fn validate(&self, _: &AdmissionRequest) -> Result<(), String> {
+            Ok(())
+        }
+        fn review(&self, _: &AdmissionRequest) -> crate::Verdict {
+            crate::Verdict {
+                result: Ok(()),
+                warnings: vec!["not checked".into()],
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn warnings_reach_the_response() {
+        let (status, text) = call(
+            router(WarnAll, Metrics::default()),
+            Method::POST,
+            "/",
+            body("x"),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK);
+        let json: serde_json::Value = serde_json::from_str(&text).expect("json");
+        assert_eq!(
+            json["response"],
+            serde_json::json!({"uid": "u-1", "allowed": true, "warnings": ["not checked"]})
+        );
     }
 
     #[tokio::test]

@@ -1,7 +1,8 @@
 //! The Gateway API route kinds (`gateway.networking.k8s.io`) that the
-//! outbound policy reads: HTTPRoute and GRPCRoute (`v1`), TLSRoute and
-//! TCPRoute (`v1alpha2`). Only the fields Meridian
-//! uses are typed; the CRDs themselves are the upstream manifests (bundle
+//! policy controller reads: HTTPRoute, GRPCRoute, TLSRoute and TCPRoute,
+//! with the API versions each may be read at ([`GatewayRoute::VERSIONS`]).
+//! Only the fields Meridian uses are typed, and they are the same in every
+//! listed version; the CRDs themselves are the upstream manifests (bundle
 //! v1.1.1, experimental channel, as the original's chart ships them), so
 //! nothing here generates a schema.
 //!
@@ -21,8 +22,34 @@ use crate::policy::http_route::{
 /// The API group of the Gateway API kinds.
 pub const GROUP: &str = "gateway.networking.k8s.io";
 
+/// A Gateway API route kind: its names and the API versions Meridian can
+/// read it at, most preferred first. The policy controller watches the
+/// kind at the first of these its CRD serves.
+pub trait GatewayRoute:
+    kube::Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+    + Clone
+    + std::fmt::Debug
+    + serde::de::DeserializeOwned
+    + Send
+    + Sync
+    + 'static
+{
+    /// The kind, as in manifests (`HTTPRoute`).
+    const KIND: &'static str;
+    /// The resource name (`httproutes`).
+    const PLURAL: &'static str;
+    /// Readable versions, most preferred first (the original's first).
+    const VERSIONS: &'static [&'static str];
+
+    /// The name of the kind's CustomResourceDefinition
+    /// (`httproutes.gateway.networking.k8s.io`).
+    fn crd_name() -> String {
+        format!("{}.{GROUP}", Self::PLURAL)
+    }
+}
+
 macro_rules! gateway_kind {
-    ($(#[$doc:meta])* $ty:ident, $kind:literal, $version:literal, $plural:literal, $spec:ty) => {
+    ($(#[$doc:meta])* $ty:ident, $kind:literal, [$version:literal $(, $other:literal)*], $plural:literal, $spec:ty) => {
         $(#[$doc])*
         #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
         pub struct $ty {
@@ -35,6 +62,12 @@ macro_rules! gateway_kind {
         impl $ty {
             /// The object's kind, as in manifests.
             pub const KIND: &'static str = $kind;
+        }
+
+        impl GatewayRoute for $ty {
+            const KIND: &'static str = $kind;
+            const PLURAL: &'static str = $plural;
+            const VERSIONS: &'static [&'static str] = &[$version $(, $other)*];
         }
 
         impl kube::Resource for $ty {
@@ -65,19 +98,19 @@ macro_rules! gateway_kind {
 
 gateway_kind!(
     /// A Gateway API HTTPRoute.
-    HTTPRoute, "HTTPRoute", "v1", "httproutes", HttpRouteSpec
+    HTTPRoute, "HTTPRoute", ["v1", "v1beta1"], "httproutes", HttpRouteSpec
 );
 gateway_kind!(
     /// A Gateway API GRPCRoute.
-    GRPCRoute, "GRPCRoute", "v1", "grpcroutes", GrpcRouteSpec
+    GRPCRoute, "GRPCRoute", ["v1", "v1alpha2"], "grpcroutes", GrpcRouteSpec
 );
 gateway_kind!(
     /// A Gateway API TLSRoute (routing by SNI, the TLS left to the app).
-    TLSRoute, "TLSRoute", "v1alpha2", "tlsroutes", TlsRouteSpec
+    TLSRoute, "TLSRoute", ["v1alpha2", "v1alpha3", "v1"], "tlsroutes", TlsRouteSpec
 );
 gateway_kind!(
     /// A Gateway API TCPRoute.
-    TCPRoute, "TCPRoute", "v1alpha2", "tcproutes", TcpRouteSpec
+    TCPRoute, "TCPRoute", ["v1alpha2"], "tcproutes", TcpRouteSpec
 );
 
 /// The spec of a TLSRoute.

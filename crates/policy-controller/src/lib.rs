@@ -6,6 +6,8 @@
 //! - [`index`]: the synchronous index of meshed pods and policy resources,
 //!   publishing each pod port's server on a watch channel.
 //! - [`grpc`]: the `InboundServerPolicies` tonic service.
+//! - [`gateway`]: the Gateway API route watches, started and stopped as
+//!   their CRDs come and go.
 //! - [`webhook`]: the admission rules of the policy kinds (same conversions
 //!   as the index), served with the shared `admission` plumbing.
 //! - [`status`]: the leader-elected HTTPRoute status writer.
@@ -16,6 +18,7 @@
 
 pub mod args;
 pub mod core;
+pub mod gateway;
 pub mod grpc;
 pub mod index;
 pub mod metrics;

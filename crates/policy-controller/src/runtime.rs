@@ -1,17 +1,20 @@
 //! Wires the flags to tasks: Kubernetes watches into the inbound index and
-//! the status index, the inbound policy gRPC server, the admission webhook
+//! the status index (the Gateway API kinds through [`crate::gateway`],
+//! following their CRDs), the inbound policy gRPC server, the admission webhook
 //! (`--server-addr`), the leader-elected HTTPRoute status writer, the admin
 //! server, and graceful shutdown.
 
 use std::{sync::Arc, time::Duration};
 
 use anyhow::Context;
-use k8s_index::{IndexMetrics as WatchMetrics, Tee, resources};
+use k8s_api::gateway::GatewayRoute;
+use k8s_index::{IndexMetrics as WatchMetrics, SharedIndex, Tee, resources};
 use meridian_runtime::{AdminServer, Readiness, ReadyHandle, Shutdown};
 use prometheus_client::registry::Registry;
 
 use crate::{
     args::Args,
+    gateway::{self, ActiveKinds, KindWatch},
     grpc::{self, InboundPolicyServer, outbound::OutboundPolicyServer},
     index::{CONTROL_PLANE_NS_LABEL, Index, outbound::OutboundIndex},
     metrics::{GrpcMetrics, InboundIndexCollector, OutboundIndexCollector, StatusMetrics},
@@ -19,16 +22,9 @@ use crate::{
     webhook::PolicyValidator,
 };
 
-/// The watches the status writer waits for before writing anything.
-const STATUS_KINDS: [&str; 7] = [
-    "servers",
-    "services",
-    "httproutes",
-    "httproutes.gateway.networking.k8s.io",
-    "grpcroutes",
-    "tlsroutes",
-    "tcproutes",
-];
+/// The watches the status writer waits for before writing anything (and
+/// the Gateway API kinds' first determination, see [`gateway_watches`]).
+const STATUS_KINDS: [&str; 3] = ["servers", "services", "httproutes"];
 
 /// Runs the controller until SIGTERM/SIGINT.
 pub async fn run(args: Args) -> anyhow::Result<()> {
@@ -52,7 +48,6 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     InboundIndexCollector::register(&mut registry, index.clone());
     let outbound = OutboundIndex::shared(outbound_cluster(&args)?);
     OutboundIndexCollector::register(&mut registry, outbound.clone());
-    let gateway_kinds = gateway_kinds(&client).await;
     // Servers and routes also feed the status writer, through the same watches.
     let status_index = StatusIndex::shared();
 
@@ -87,37 +82,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             &watch_metrics,
         ),
     ];
-    let mut watches = Vec::from(watches);
-    // The Gateway API kinds are optional, as in the original: watched only
-    // when the cluster serves them.
-    if gateway_kinds.contains("httproutes") {
-        watches.push(resources::gateway_http_routes(
-            client.clone(),
-            Tee::shared(outbound.clone(), status_index.clone()),
-            &watch_metrics,
-        ));
-    }
-    if gateway_kinds.contains("grpcroutes") {
-        watches.push(resources::grpc_routes(
-            client.clone(),
-            Tee::shared(outbound.clone(), status_index.clone()),
-            &watch_metrics,
-        ));
-    }
-    if gateway_kinds.contains("tlsroutes") {
-        watches.push(resources::tls_routes(
-            client.clone(),
-            Tee::shared(outbound.clone(), status_index.clone()),
-            &watch_metrics,
-        ));
-    }
-    if gateway_kinds.contains("tcproutes") {
-        watches.push(resources::tcp_routes(
-            client.clone(),
-            Tee::shared(outbound.clone(), status_index.clone()),
-            &watch_metrics,
-        ));
-    }
+    let watches = Vec::from(watches);
     let mut status_synced = Vec::new();
     let mut caches = Vec::new();
     for watch in watches {
@@ -129,6 +94,28 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         }
         caches.push(synced.clone());
         readiness.register_watch(name, synced);
+    }
+    // The Gateway API kinds are optional: each is watched while its CRD
+    // serves a version we read (no restart when the CRDs change).
+    let active = ActiveKinds::register(
+        &mut registry,
+        readiness.register_info("gateway API routes", "none"),
+    );
+    for (name, synced) in gateway_watches(
+        &client,
+        &GatewayTargets {
+            index: index.clone(),
+            outbound: outbound.clone(),
+            status: status_index.clone(),
+        },
+        &watch_metrics,
+        &active,
+    )
+    .await
+    {
+        status_synced.push(synced.clone());
+        caches.push(synced.clone());
+        readiness.register_watch(format!("{name} cache"), synced);
     }
     // The gRPC APIs answer nothing before every cache has synced once.
     let synced = meridian_runtime::readiness::initial_sync(caches);
@@ -152,6 +139,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         index: status_index,
         leader: leader_rx,
         synced: status_synced,
+        gateway: active,
         patch_timeout,
         metrics: status_metrics,
     };
@@ -260,48 +248,73 @@ pub fn outbound_cluster(args: &Args) -> anyhow::Result<crate::index::outbound::O
     })
 }
 
-/// The Gateway API route kinds the cluster serves and we may list
-/// (`httproutes` and `grpcroutes` of `v1`, `tlsroutes` and `tcproutes` of
-/// `v1alpha2`; none when the Gateway API is not installed). A kind is
-/// probed with a one-item list rather than through discovery, which can lag
-/// behind a CRD that just became established; a kind we may not list is
-/// skipped, or `/ready` would never turn true.
-async fn gateway_kinds(client: &kube::Client) -> std::collections::BTreeSet<String> {
-    let mut kinds = std::collections::BTreeSet::new();
-    for (version, kind, plural) in [
-        ("v1", "HTTPRoute", "httproutes"),
-        ("v1", "GRPCRoute", "grpcroutes"),
-        ("v1alpha2", "TLSRoute", "tlsroutes"),
-        ("v1alpha2", "TCPRoute", "tcproutes"),
-    ] {
-        let group = k8s_api::gateway::GROUP;
-        let resource = kube::discovery::ApiResource {
-            group: group.to_string(),
-            version: version.to_string(),
-            api_version: format!("{group}/{version}"),
-            kind: kind.to_string(),
-            plural: plural.to_string(),
-        };
-        let api: kube::Api<kube::api::DynamicObject> =
-            kube::Api::all_with(client.clone(), &resource);
-        match api
-            .list_metadata(&kube::api::ListParams::default().limit(1))
-            .await
-        {
-            Ok(_) => {
-                kinds.insert(plural.to_string());
-            }
-            Err(kube::Error::Api(e)) if e.code == 404 => {
-                tracing::info!(%plural, "not served; these routes are not watched");
-            }
-            Err(error) => tracing::warn!(
-                %error,
-                %plural,
-                "cannot list this Gateway API kind (RBAC?); these routes are not watched"
-            ),
+/// The indexes the Gateway API routes feed.
+struct GatewayTargets {
+    index: SharedIndex<Index>,
+    outbound: SharedIndex<OutboundIndex>,
+    status: SharedIndex<StatusIndex>,
+}
+
+/// Starts following the four Gateway API route kinds; returns each one's
+/// name and first-sync signal. HTTPRoutes and GRPCRoutes feed the inbound
+/// index (Server parents), the outbound index (Service parents) and the
+/// status writer; TLSRoutes and TCPRoutes the last two. Kinds follow their
+/// CRDs, or, when we may not read CRDs (the original chart's RBAC), are
+/// probed once now as the original does.
+async fn gateway_watches(
+    client: &kube::Client,
+    targets: &GatewayTargets,
+    metrics: &WatchMetrics,
+    active: &ActiveKinds,
+) -> Vec<(String, tokio::sync::watch::Receiver<bool>)> {
+    let follow = match gateway::supervisor::may_read_crds(client).await {
+        Ok(may) => may,
+        Err(error) => {
+            // Transient: the CRD watches retry with backoff.
+            tracing::warn!(%error, "listing CRDs failed; following them anyway");
+            true
         }
+    };
+    if !follow {
+        tracing::warn!(
+            "may not read CustomResourceDefinitions: the Gateway API kinds are probed once and not followed"
+        );
     }
-    kinds
+    let all = Tee::shared(
+        targets.index.clone(),
+        Tee::shared(targets.outbound.clone(), targets.status.clone()),
+    );
+    let l4 = Tee::shared(targets.outbound.clone(), targets.status.clone());
+    fn one<K, I>(watch: KindWatch<I>, follow: bool) -> (String, tokio::sync::watch::Receiver<bool>)
+    where
+        K: GatewayRoute,
+        I: k8s_index::Index<K> + Send + Sync + 'static,
+    {
+        let synced = if follow {
+            watch.spawn::<K>()
+        } else {
+            watch.spawn_probed::<K>()
+        };
+        (gateway::supervisor::watch_name::<K>(), synced)
+    }
+    let watch = |target| KindWatch {
+        client: client.clone(),
+        target,
+        metrics: metrics.clone(),
+        active: active.clone(),
+    };
+    let l4_watch = |target| KindWatch {
+        client: client.clone(),
+        target,
+        metrics: metrics.clone(),
+        active: active.clone(),
+    };
+    vec![
+        one::<k8s_api::gateway::HTTPRoute, _>(watch(all.clone()), follow),
+        one::<k8s_api::gateway::GRPCRoute, _>(watch(all), follow),
+        one::<k8s_api::gateway::TLSRoute, _>(l4_watch(l4.clone()), follow),
+        one::<k8s_api::gateway::TCPRoute, _>(l4_watch(l4), follow),
+    ]
 }
 
 /// A Lease claimant when `HOSTNAME` is unset: unique per process.

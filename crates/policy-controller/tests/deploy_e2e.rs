@@ -61,6 +61,16 @@ async fn starts_from_the_deploy_args_with_its_service_account() {
     .await;
     let (status, body) = policy.admin_get("/live").await;
     assert_eq!(status, 200, "{body}");
+    // With the deploy RBAC the Gateway API kinds follow their CRDs (which
+    // `ensure_crds` installed): all four are active.
+    let (status, body) = policy.admin_get("/ready").await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains(
+            "gateway API routes: grpcroutes v1, httproutes v1, tcproutes v1alpha2, tlsroutes v1alpha2"
+        ),
+        "{body}"
+    );
 
     // The status writer's Lease, claimed with the account's lease rights.
     let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =

@@ -69,7 +69,7 @@ fn router(state: AdminState) -> Router {
 
 async fn ready(State(state): State<AdminState>) -> impl IntoResponse {
     let not_ready = state.readiness.not_ready();
-    if not_ready.is_empty() {
+    let (status, mut body) = if not_ready.is_empty() {
         let mut body = "ready\n".to_string();
         for note in state.readiness.degraded() {
             body.push_str(&format!("degraded: {note}\n"));
@@ -80,7 +80,11 @@ async fn ready(State(state): State<AdminState>) -> impl IntoResponse {
             StatusCode::SERVICE_UNAVAILABLE,
             format!("not ready: {}\n", not_ready.join(", ")),
         )
+    };
+    for info in state.readiness.infos() {
+        body.push_str(&format!("{info}\n"));
     }
+    (status, body)
 }
 
 async fn metrics(State(state): State<AdminState>) -> impl IntoResponse {
@@ -146,6 +150,25 @@ mod tests {
         // The original's liveness path and body (`pkg/admin`).
         let (status, body) = get_text(router(state), "/ping").await;
         assert_eq!((status, body.as_str()), (StatusCode::OK, "pong\n"));
+    }
+
+    #[tokio::test]
+    async fn ready_states_informational_facts_either_way() {
+        let readiness = Readiness::default();
+        let cache = readiness.register("pods cache");
+        let info = readiness.register_info("gateway API", "none");
+        let state = AdminState {
+            readiness,
+            registry: Arc::new(Registry::default()),
+        };
+        let (status, body) = get_text(router(state.clone()), "/ready").await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(body, "not ready: pods cache\ngateway API: none\n");
+        cache.set(true);
+        info.set("httproutes v1");
+        let (status, body) = get_text(router(state), "/ready").await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(body, "ready\ngateway API: httproutes v1\n");
     }
 
     #[tokio::test]

@@ -21,5 +21,5 @@ pub use admin::AdminServer;
 pub use goflags::{GoFlag, GoFlagSet, Kind as GoFlagKind, Meaning as GoFlagMeaning};
 pub use kube_client::KubeClientArgs;
 pub use logging::{LogArgs, LogFormat};
-pub use readiness::{DegradedHandle, Readiness, ReadyHandle};
+pub use readiness::{DegradedHandle, InfoHandle, Readiness, ReadyHandle};
 pub use shutdown::Shutdown;

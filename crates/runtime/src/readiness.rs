@@ -13,11 +13,29 @@ type Component = (String, watch::Receiver<bool>);
 /// `/ready` reports (e.g. a dependency that is down while a fallback serves).
 type Note = (String, watch::Receiver<Option<String>>);
 
+/// A named fact `/ready` states without it affecting readiness (e.g. which
+/// optional kinds are being watched).
+type Info = (String, watch::Receiver<String>);
+
 /// The set of components whose readiness gates `/ready`.
 #[derive(Clone, Debug, Default)]
 pub struct Readiness {
     components: Arc<std::sync::Mutex<Vec<Component>>>,
     notes: Arc<std::sync::Mutex<Vec<Note>>>,
+    infos: Arc<std::sync::Mutex<Vec<Info>>>,
+}
+
+/// A component's handle to state an informational fact in `/ready`.
+#[derive(Clone, Debug)]
+pub struct InfoHandle {
+    tx: Arc<watch::Sender<String>>,
+}
+
+impl InfoHandle {
+    /// Replaces the stated fact.
+    pub fn set(&self, value: impl Into<String>) {
+        self.tx.send_replace(value.into());
+    }
 }
 
 /// A component's handle to report that it is degraded (and why).
@@ -60,6 +78,27 @@ impl Readiness {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .push((name.into(), rx));
         DegradedHandle { tx: Arc::new(tx) }
+    }
+
+    /// Registers a fact `/ready` states (`<name>: <value>`) whether or not
+    /// the process is ready; it never affects readiness.
+    pub fn register_info(&self, name: impl Into<String>, value: impl Into<String>) -> InfoHandle {
+        let (tx, rx) = watch::channel(value.into());
+        self.infos
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .push((name.into(), rx));
+        InfoHandle { tx: Arc::new(tx) }
+    }
+
+    /// `"<name>: <value>"` of every registered fact, in registration order.
+    pub fn infos(&self) -> Vec<String> {
+        self.infos
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .iter()
+            .map(|(name, rx)| format!("{name}: {}", *rx.borrow()))
+            .collect()
     }
 
     /// `"<name>: <reason>"` of every degraded condition.

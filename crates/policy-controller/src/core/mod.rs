@@ -1,11 +1,12 @@
 //! Domain types of policy, free of Kubernetes and gRPC: what a proxy is
 //! told about one of its workload's ports (protocol, authorized clients,
-//! HTTP routes), the default policies, and the discovery trait the gRPC
+//! HTTP and gRPC routes), the default policies, and the discovery trait the gRPC
 //! layer is written against; [`outbound`] holds the same for the Services
 //! a proxy connects to.
 
 mod defaults;
 mod discover;
+pub mod grpc_routes;
 mod identity;
 mod network;
 pub mod outbound;
@@ -92,6 +93,8 @@ pub struct InboundServer {
     pub protocol: ProxyProtocol,
     pub authorizations: Authorizations,
     pub http_routes: BTreeMap<RouteRef, HttpRoute>,
+    /// gRPC routes of `Grpc` servers; empty means the default route.
+    pub grpc_routes: BTreeMap<RouteRef, grpc_routes::GrpcRoute>,
 }
 
 impl ClientAuthorization {

@@ -226,15 +226,19 @@ pub fn default_http_routes<'a>(
 pub fn ordered(routes: &BTreeMap<RouteRef, HttpRoute>) -> Vec<(&RouteRef, &HttpRoute)> {
     let mut list: Vec<_> = routes.iter().collect();
     list.sort_by(|(a_ref, a), (b_ref, b)| {
-        let by_time = match (a.created_at, b.created_at) {
-            (Some(a), Some(b)) => a.cmp(&b),
-            (Some(_), None) => Ordering::Less,
-            (None, Some(_)) => Ordering::Greater,
-            (None, None) => Ordering::Equal,
-        };
-        by_time.then_with(|| a_ref.cmp(b_ref))
+        by_creation(a.created_at, b.created_at).then_with(|| a_ref.cmp(b_ref))
     });
     list
+}
+
+/// Older first; routes with a creation time before those without.
+pub fn by_creation(a: Option<SystemTime>, b: Option<SystemTime>) -> Ordering {
+    match (a, b) {
+        (Some(a), Some(b)) => a.cmp(&b),
+        (Some(_), None) => Ordering::Less,
+        (None, Some(_)) => Ordering::Greater,
+        (None, None) => Ordering::Equal,
+    }
 }
 
 /// `*.a.b` → suffix `["b", "a"]`; anything else is exact.

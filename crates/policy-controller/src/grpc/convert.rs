@@ -21,8 +21,8 @@ use crate::core::{
 const POLICY_GROUP: &str = k8s_api::policy::GROUP;
 
 /// The proxy API view of `server`. Authorizations without networks are
-/// sent with the cluster networks. gRPC servers get the default gRPC route
-/// (gRPC route resources are not indexed).
+/// sent with the cluster networks. gRPC servers get their GRPCRoutes, or
+/// the default gRPC route when none is attached.
 pub fn to_server(server: &InboundServer, cluster_networks: &[IpNet]) -> proto::Server {
     let http_routes = || {
         ordered(&server.http_routes)
@@ -45,7 +45,11 @@ pub fn to_server(server: &InboundServer, cluster_networks: &[IpNet]) -> proto::S
             local_rate_limit: None,
         }),
         ProxyProtocol::Grpc => proxy_protocol::Kind::Grpc(proxy_protocol::Grpc {
-            routes: vec![default_grpc_route()],
+            routes: if server.grpc_routes.is_empty() {
+                vec![default_grpc_route()]
+            } else {
+                super::inbound_grpc::to_grpc_routes(&server.grpc_routes, cluster_networks)
+            },
         }),
         ProxyProtocol::Opaque => proxy_protocol::Kind::Opaque(proxy_protocol::Opaque {}),
         ProxyProtocol::Tls => proxy_protocol::Kind::Tls(proxy_protocol::Tls {}),
@@ -69,7 +73,7 @@ fn labels(group: &str, kind: &str, name: &str) -> HashMap<String, String> {
         .collect()
 }
 
-fn to_authzs(authzs: &Authorizations, cluster_networks: &[IpNet]) -> Vec<proto::Authz> {
+pub(crate) fn to_authzs(authzs: &Authorizations, cluster_networks: &[IpNet]) -> Vec<proto::Authz> {
     authzs
         .iter()
         .map(|(r, a)| to_authz(r, a, cluster_networks))
@@ -161,7 +165,7 @@ fn to_authz(
     }
 }
 
-fn route_metadata(reference: &RouteRef) -> meta::Metadata {
+pub(crate) fn route_metadata(reference: &RouteRef) -> meta::Metadata {
     let kind = match reference {
         RouteRef::Default(name) => metadata::Kind::Default(name.to_string()),
         RouteRef::Resource(gkn) => metadata::Kind::Resource(meta::Resource {
@@ -356,6 +360,7 @@ mod tests {
             },
             authorizations: DefaultPolicy::AllUnauthenticated.authorizations(&cluster),
             http_routes: default_http_routes(["/ready"], &probe),
+            grpc_routes: Default::default(),
         };
         let out = to_server(&server, &cluster);
         assert_eq!(out.labels, labels("", "default", "all-unauthenticated"));
@@ -490,6 +495,7 @@ mod tests {
             protocol: ProxyProtocol::Grpc,
             authorizations: Authorizations::new(),
             http_routes: default_http_routes([], &[]),
+            grpc_routes: Default::default(),
         };
         let kind = |s: &InboundServer| to_server(s, &[]).protocol.and_then(|p| p.kind);
         let Some(proxy_protocol::Kind::Grpc(grpc)) = kind(&server) else {

@@ -6,6 +6,7 @@
 //! crate); `GetPort` goes to the generated server.
 
 mod convert;
+mod inbound_grpc;
 pub mod outbound;
 mod outbound_convert;
 mod workload;
@@ -259,6 +260,7 @@ mod tests {
             },
             authorizations: Default::default(),
             http_routes: Default::default(),
+            grpc_routes: Default::default(),
         }
     }
 

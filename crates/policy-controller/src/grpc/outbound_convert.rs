@@ -525,7 +525,7 @@ fn http_route(
     }
 }
 
-fn grpc_match(m: &GrpcRouteMatch) -> grpc_proto::GrpcRouteMatch {
+pub(crate) fn grpc_match(m: &GrpcRouteMatch) -> grpc_proto::GrpcRouteMatch {
     grpc_proto::GrpcRouteMatch {
         rpc: m.method.as_ref().map(|m| grpc_proto::GrpcRpcMatch {
             service: m.service.clone().unwrap_or_default(),

@@ -10,6 +10,7 @@
 //! once.
 
 mod authz;
+pub mod gateway_routes;
 pub mod opaque_feed;
 pub mod outbound;
 mod pod;
@@ -169,6 +170,9 @@ pub(crate) struct PolicyNs {
     server_authorizations: BTreeMap<String, ServerAuthz>,
     authorization_policies: BTreeMap<String, PolicySpec>,
     http_routes: BTreeMap<String, RouteBinding>,
+    /// Gateway API HTTPRoutes (their names may repeat policy ones).
+    gateway_http_routes: BTreeMap<String, RouteBinding>,
+    grpc_routes: BTreeMap<String, gateway_routes::GrpcRouteBinding>,
 }
 
 #[derive(Debug, Default)]
@@ -385,6 +389,8 @@ impl PolicyNs {
             && self.server_authorizations.is_empty()
             && self.authorization_policies.is_empty()
             && self.http_routes.is_empty()
+            && self.gateway_http_routes.is_empty()
+            && self.grpc_routes.is_empty()
     }
 
     /// Servers by creation time, then name.
@@ -408,6 +414,7 @@ impl PolicyNs {
             protocol: srv.protocol.clone(),
             authorizations: self.server_authorizations(name, srv, authns, cluster),
             http_routes: self.http_routes(name, authns, cluster, probe_paths),
+            grpc_routes: self.grpc_routes(name, authns, cluster),
         }
     }
 
@@ -477,24 +484,27 @@ impl PolicyNs {
         cluster: &ClusterInfo,
         probe_paths: impl Iterator<Item = &'p str>,
     ) -> BTreeMap<RouteRef, HttpRoute> {
-        let routes: BTreeMap<_, _> = self
+        let policy = self
             .http_routes
             .iter()
-            .filter(|(_, binding)| binding.attached_to(name))
-            .map(|(route_name, binding)| {
+            .map(|(n, b)| (k8s_api::policy::GROUP, n, b));
+        let gateway = self
+            .gateway_http_routes
+            .iter()
+            .map(|(n, b)| (gateway_routes::GATEWAY_GROUP, n, b));
+        let routes: BTreeMap<_, _> = policy
+            .chain(gateway)
+            .filter(|(_, _, binding)| binding.attached_to(name))
+            .map(|(group, route_name, binding)| {
                 let gkn = GroupKindName {
-                    group: k8s_api::policy::GROUP.to_string(),
+                    group: group.to_string(),
                     kind: "HTTPRoute".to_string(),
                     name: route_name.clone(),
                 };
                 let mut route = binding.route.clone();
-                let targeted = self.authorization_policies.iter().filter(|(_, p)| {
-                    matches!(&p.target, PolicyTarget::Route(t)
-                        if t.group.eq_ignore_ascii_case(&gkn.group)
-                            && t.kind.eq_ignore_ascii_case(&gkn.kind)
-                            && t.name == gkn.name)
-                });
-                self.insert_policies(&mut route.authorizations, targeted, authns, cluster);
+                route
+                    .authorizations
+                    .extend(self.route_authorizations(&gkn, authns, cluster));
                 (RouteRef::Resource(gkn), route)
             })
             .collect();

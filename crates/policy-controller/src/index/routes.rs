@@ -1,4 +1,5 @@
-//! Policy `HTTPRoute`s as the index uses them: the Servers they attach to,
+//! HTTPRoutes (`policy.linkerd.io` and Gateway API, which share a shape)
+//! as the inbound index uses them: the Servers they attach to,
 //! whether our controller accepted them (status), and the route itself.
 //! [`http_route`] is public so that the admission webhook can reject what
 //! the index would ignore.
@@ -6,12 +7,14 @@
 use std::{collections::BTreeSet, num::NonZeroU16, time::SystemTime};
 
 use k8s_api::policy::{
-    HTTPRoute, HttpRouteSpec,
+    HTTPRoute, HttpRouteSpec, HttpRouteStatus,
     http_route::{
         HeaderModifier, HttpHeaderMatch, HttpRouteFilter, HttpRouteMatch as K8sMatch,
         HttpRouteRule, POLICY_CONTROLLER_NAME, ParentRef,
     },
 };
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::InvalidResource;
 use crate::core::routes::{
@@ -33,29 +36,28 @@ pub struct RouteBinding {
 impl RouteBinding {
     /// Converts a route resource in namespace `ns`.
     pub fn from_resource(route: &HTTPRoute, ns: &str) -> Result<Self, InvalidResource> {
-        let parents = server_parents(route.spec.parent_refs.iter().flatten(), ns)?;
-        let accepted = route
-            .status
-            .iter()
-            .flat_map(|s| &s.parents)
-            .filter(|p| p.controller_name == POLICY_CONTROLLER_NAME)
-            .filter(|p| is_server_parent(&p.parent_ref))
-            .filter(|p| {
-                p.conditions
-                    .iter()
-                    .any(|c| c.type_ == "Accepted" && c.status == "True")
-            })
-            .map(|p| p.parent_ref.name.clone())
-            .collect();
-        let created_at = route
-            .metadata
-            .creation_timestamp
-            .as_ref()
-            .map(|t| SystemTime::from(t.0));
+        Self::from_parts(&route.metadata, &route.spec, route.status.as_ref(), ns)
+    }
+
+    /// Converts a Gateway API HTTPRoute (the same spec and status shape)
+    /// in namespace `ns`.
+    pub fn from_gateway(
+        route: &k8s_api::gateway::HTTPRoute,
+        ns: &str,
+    ) -> Result<Self, InvalidResource> {
+        Self::from_parts(&route.metadata, &route.spec, route.status.as_ref(), ns)
+    }
+
+    fn from_parts(
+        meta: &ObjectMeta,
+        spec: &HttpRouteSpec,
+        status: Option<&HttpRouteStatus>,
+        ns: &str,
+    ) -> Result<Self, InvalidResource> {
         Ok(Self {
-            parents,
-            accepted,
-            route: http_route(&route.spec, created_at)?,
+            parents: server_parents(spec.parent_refs.iter().flatten(), ns)?,
+            accepted: accepted_servers(status),
+            route: http_route(spec, created_at(meta))?,
         })
     }
 
@@ -63,6 +65,29 @@ impl RouteBinding {
     pub fn attached_to(&self, name: &str) -> bool {
         self.parents.contains(name) && self.accepted.contains(name)
     }
+}
+
+/// The Servers whose `Accepted=True` condition our controller wrote.
+pub(crate) fn accepted_servers(status: Option<&HttpRouteStatus>) -> BTreeSet<String> {
+    status
+        .iter()
+        .flat_map(|s| &s.parents)
+        .filter(|p| p.controller_name == POLICY_CONTROLLER_NAME)
+        .filter(|p| is_server_parent(&p.parent_ref))
+        .filter(|p| {
+            p.conditions
+                .iter()
+                .any(|c| c.type_ == "Accepted" && c.status == "True")
+        })
+        .map(|p| p.parent_ref.name.clone())
+        .collect()
+}
+
+/// When the resource was created.
+pub(crate) fn created_at(meta: &ObjectMeta) -> Option<SystemTime> {
+    meta.creation_timestamp
+        .as_ref()
+        .map(|t| SystemTime::from(t.0))
 }
 
 /// Whether a parent reference names a `policy.linkerd.io` Server (kind

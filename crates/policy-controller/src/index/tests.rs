@@ -85,6 +85,7 @@ fn default_server(cluster: &ClusterInfo, policy: DefaultPolicy) -> InboundServer
         },
         authorizations: policy.authorizations(&cluster.networks),
         http_routes: routes::default_http_routes([], &[]),
+        grpc_routes: Default::default(),
     }
 }
 
@@ -98,6 +99,7 @@ fn named_server(
         protocol,
         authorizations,
         http_routes: routes::default_http_routes([], &[]),
+        grpc_routes: Default::default(),
     }
 }
 
@@ -798,6 +800,7 @@ fn probe_routes_need_probe_networks() {
     index.apply(probed_pod("web"));
     let expected = InboundServer {
         http_routes: routes::default_http_routes(["/live", "/ready"], &probe_networks),
+        grpc_routes: Default::default(),
         ..default_server(&cluster, DefaultPolicy::AllUnauthenticated)
     };
     assert_eq!(*rx(&mut index, "web", 8080).borrow(), expected);

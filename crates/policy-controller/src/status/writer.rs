@@ -8,19 +8,22 @@
 
 use std::time::Duration;
 
-use k8s_api::{gateway, policy::HTTPRoute};
+use k8s_api::{
+    gateway::{self, GatewayRoute},
+    policy::HTTPRoute,
+};
 use k8s_index::SharedIndex;
 use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
 use kube::{
     Api,
-    api::{Patch, PatchParams},
+    api::{DynamicObject, Patch, PatchParams},
 };
 use meridian_runtime::Shutdown;
 use serde_json::json;
 use tokio::sync::watch;
 
 use super::{RouteKind, StatusIndex, StatusPatch, lease::FIELD_MANAGER};
-use crate::metrics::StatusMetrics;
+use crate::{gateway::ActiveKinds, metrics::StatusMetrics};
 
 /// How often the leader re-checks every route even without changes.
 pub const RESYNC_INTERVAL: Duration = Duration::from_secs(10);
@@ -33,6 +36,9 @@ pub struct StatusWriter {
     /// Signals that become `true` when the Server, Service and route
     /// watches synced.
     pub synced: Vec<watch::Receiver<bool>>,
+    /// The versions the Gateway API kinds are served at (statuses are
+    /// patched at the version the routes are watched at).
+    pub gateway: ActiveKinds,
     /// `--patch-timeout-ms`.
     pub patch_timeout: Duration,
     pub metrics: StatusMetrics,
@@ -90,11 +96,23 @@ impl StatusWriter {
     async fn write(&self, patch: &StatusPatch) -> Result<(), PatchError> {
         match patch.kind {
             RouteKind::PolicyHttp => self.write_kind::<HTTPRoute>(patch).await,
-            RouteKind::GatewayHttp => self.write_kind::<gateway::HTTPRoute>(patch).await,
-            RouteKind::Grpc => self.write_kind::<gateway::GRPCRoute>(patch).await,
-            RouteKind::Tls => self.write_kind::<gateway::TLSRoute>(patch).await,
-            RouteKind::Tcp => self.write_kind::<gateway::TCPRoute>(patch).await,
+            RouteKind::GatewayHttp => self.write_gateway::<gateway::HTTPRoute>(patch).await,
+            RouteKind::Grpc => self.write_gateway::<gateway::GRPCRoute>(patch).await,
+            RouteKind::Tls => self.write_gateway::<gateway::TLSRoute>(patch).await,
+            RouteKind::Tcp => self.write_gateway::<gateway::TCPRoute>(patch).await,
         }
+    }
+
+    /// Patches a Gateway API route at the version its kind is watched at.
+    async fn write_gateway<K: GatewayRoute>(&self, patch: &StatusPatch) -> Result<(), PatchError> {
+        let version = self
+            .gateway
+            .version(K::PLURAL)
+            .ok_or(PatchError::Inactive(K::PLURAL))?;
+        let resource = crate::gateway::typed_watch::api_resource::<K>(&version);
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), &patch.namespace, &resource);
+        self.send(api, patch).await
     }
 
     async fn write_kind<K>(&self, patch: &StatusPatch) -> Result<(), PatchError>
@@ -104,7 +122,17 @@ impl StatusWriter {
             + serde::de::DeserializeOwned
             + std::fmt::Debug,
     {
-        let api: Api<K> = Api::namespaced(self.client.clone(), &patch.namespace);
+        self.send(
+            Api::<K>::namespaced(self.client.clone(), &patch.namespace),
+            patch,
+        )
+        .await
+    }
+
+    async fn send<K>(&self, api: Api<K>, patch: &StatusPatch) -> Result<(), PatchError>
+    where
+        K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
         let body = json!({ "status": patch.status });
         let params = PatchParams {
             field_manager: Some(FIELD_MANAGER.to_string()),
@@ -127,4 +155,6 @@ pub enum PatchError {
     Api(#[from] kube::Error),
     #[error("timed out after {0:?}")]
     Timeout(Duration),
+    #[error("{0} are no longer watched")]
+    Inactive(&'static str),
 }

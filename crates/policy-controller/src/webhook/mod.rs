@@ -1,13 +1,14 @@
 //! The admission rules of the `policy.linkerd.io` kinds and of the Gateway
 //! API routes (`gateway.networking.k8s.io` HTTPRoute, GRPCRoute, TLSRoute
 //! and TCPRoute),
-//! served through the shared [`admission`] plumbing. Every kind is checked with the very
+//! served through the shared [`admission`] plumbing; any other kind is
+//! admitted with a warning. Every kind is checked with the very
 //! conversion the index applies ([`crate::index`]), so an object the
 //! webhook admits is never ignored by the index, and the reverse; the only
 //! admission-only rule is that a Server's `accessPolicy` must parse (the
 //! index tolerates a bad one rather than drop the Server).
 
-use admission::{AdmissionRequest, Validate};
+use admission::{AdmissionRequest, Validate, Verdict};
 use k8s_api::{
     gateway,
     policy::{
@@ -23,8 +24,8 @@ use crate::{
     core::DefaultPolicy,
     index::{
         ClusterInfo, InvalidResource, RouteBinding, ServerSpec, authorization_policy,
-        mesh_tls_authentication, network_authentication, outbound::routes as outbound_routes,
-        server_authorization,
+        gateway_routes::GrpcRouteBinding, is_server_parent, mesh_tls_authentication,
+        network_authentication, outbound::routes as outbound_routes, server_authorization,
     },
 };
 
@@ -101,20 +102,34 @@ impl PolicyValidator {
     }
 }
 
-/// Checks one Gateway API route of `kind` in `ns`, with the outbound
-/// conversions. An object that does not even parse is admitted (with a
-/// warning), as the original does for the Gateway API kinds: the
-/// upstream CRD schema is the authority on their shape.
-pub fn check_gateway(kind: &str, ns: &str, object: &serde_json::Value) -> Result<(), Rejection> {
+/// Checks one Gateway API route of `kind` in `ns` with the index's own
+/// conversions: the inbound ones when a parent is a Server, the outbound
+/// ones always. `Ok(Some(warning))` admits an object that does not even
+/// parse, as the original does for the Gateway API kinds (the upstream
+/// CRD schema is the authority on their shape), telling the client why.
+pub fn check_gateway(
+    kind: &str,
+    ns: &str,
+    object: &serde_json::Value,
+) -> Result<Option<String>, Rejection> {
     let backends = |rules: Vec<&Vec<HttpBackendRef>>| {
         outbound_routes::check_backends(rules.into_iter().flatten())
     };
+    let unparsed = |error: serde_json::Error| {
+        tracing::warn!(%ns, %kind, %error, "admitting a Gateway API route that does not parse");
+        Ok(Some(format!(
+            "failed to parse {kind} spec; admitting anyway: {error}"
+        )))
+    };
     match kind {
         "HTTPRoute" => {
-            let Ok(route) = parse::<gateway::HTTPRoute>(object) else {
-                tracing::warn!(%ns, "admitting a Gateway HTTPRoute that does not parse");
-                return Ok(());
+            let route = match parse::<gateway::HTTPRoute>(object) {
+                Ok(route) => route,
+                Err(error) => return unparsed(error),
             };
+            if has_server_parent(route.spec.parent_refs.as_deref()) {
+                RouteBinding::from_gateway(&route, ns)?;
+            }
             let annotations = annotations(&route.metadata);
             outbound_routes::http_route(&route.spec, &annotations, None, ns, CLUSTER_DOMAIN)?;
             backends(
@@ -128,10 +143,13 @@ pub fn check_gateway(kind: &str, ns: &str, object: &serde_json::Value) -> Result
             )?;
         }
         "GRPCRoute" => {
-            let Ok(route) = parse::<gateway::GRPCRoute>(object) else {
-                tracing::warn!(%ns, "admitting a GRPCRoute that does not parse");
-                return Ok(());
+            let route = match parse::<gateway::GRPCRoute>(object) {
+                Ok(route) => route,
+                Err(error) => return unparsed(error),
             };
+            if has_server_parent(route.spec.parent_refs.as_deref()) {
+                GrpcRouteBinding::from_resource(&route, ns)?;
+            }
             let annotations = annotations(&route.metadata);
             outbound_routes::grpc_route(&route.spec, &annotations, None, ns, CLUSTER_DOMAIN)?;
             backends(
@@ -150,9 +168,9 @@ pub fn check_gateway(kind: &str, ns: &str, object: &serde_json::Value) -> Result
             } else {
                 parse::<gateway::TCPRoute>(object).map(|r| r.spec.rules)
             };
-            let Ok(rules) = rules else {
-                tracing::warn!(%ns, %kind, "admitting a route that does not parse");
-                return Ok(());
+            let rules = match rules {
+                Ok(rules) => rules,
+                Err(error) => return unparsed(error),
             };
             outbound_routes::l4_route(kind, rules.as_deref(), ns, CLUSTER_DOMAIN)?;
             backends(
@@ -165,12 +183,16 @@ pub fn check_gateway(kind: &str, ns: &str, object: &serde_json::Value) -> Result
         }
         _ => return Err(Rejection::UnsupportedKind),
     }
-    Ok(())
+    Ok(None)
 }
 
 /// Conversions need a cluster domain for backend paths; admission only
 /// looks at whether they succeed.
 const CLUSTER_DOMAIN: &str = "cluster.local";
+
+fn has_server_parent(parents: Option<&[ParentRef]>) -> bool {
+    parents.into_iter().flatten().any(is_server_parent)
+}
 
 fn has_service_parent(parents: Option<&[ParentRef]>) -> bool {
     parents
@@ -189,9 +211,21 @@ fn parse<K: DeserializeOwned>(object: &serde_json::Value) -> Result<K, serde_jso
 
 impl Validate for PolicyValidator {
     fn validate(&self, request: &AdmissionRequest) -> Result<(), String> {
+        self.review(request).result
+    }
+
+    /// Kinds this webhook does not handle are admitted with a warning
+    /// (`unsupported resource type: <group>.<version>.<kind>`, the
+    /// original's words), never denied: beside Linkerd's own webhook
+    /// configuration, a kind Meridian does not know yet must still apply.
+    fn review(&self, request: &AdmissionRequest) -> Verdict {
+        let allow = |warnings| Verdict {
+            result: Ok(()),
+            warnings,
+        };
         // DELETE and CONNECT carry no object: nothing to check.
         let Some(object) = &request.object else {
-            return Ok(());
+            return allow(Vec::new());
         };
         let kind = &request.kind.kind;
         let ns = request
@@ -214,13 +248,28 @@ impl Validate for PolicyValidator {
             })
             .unwrap_or_default();
         let verdict = if request.kind.group == k8s_api::policy::GROUP {
-            self.check(kind, ns, object)
+            self.check(kind, ns, object).map(|()| None)
         } else if request.kind.group == gateway::GROUP {
             check_gateway(kind, ns, object)
         } else {
             Err(Rejection::UnsupportedKind)
         };
-        verdict.map_err(|rejection| format!("{kind} \"{ns}/{name}\" {}", message(&rejection)))
+        match verdict {
+            Ok(warning) => allow(warning.into_iter().collect()),
+            Err(Rejection::UnsupportedKind) => {
+                let k = &request.kind;
+                let warning = format!(
+                    "unsupported resource type: {}.{}.{}",
+                    k.group, k.version, k.kind
+                );
+                tracing::info!(%ns, %name, %warning, "admitting a kind this webhook does not validate");
+                allow(vec![warning])
+            }
+            Err(rejection) => Verdict {
+                result: Err(format!("{kind} \"{ns}/{name}\" {}", message(&rejection))),
+                warnings: Vec::new(),
+            },
+        }
     }
 }
 

@@ -358,13 +358,26 @@ fn http_routes() {
     }
 }
 
+fn review(group: &str, kind: &str, spec: Value) -> admission::Verdict {
+    PolicyValidator::new(ClusterInfo::default()).review(&request_in(group, kind, spec, json!({})))
+}
+
 #[test]
 fn other_kinds_and_deletes() {
-    rejects(
-        "EgressNetwork",
-        json!({}),
-        "is not a kind this webhook validates",
-    );
+    // Never denied: admitted with the original's message as a warning.
+    for (group, kind) in [
+        ("policy.linkerd.io", "Frobnicator"),
+        ("gateway.networking.k8s.io", "Gateway"),
+        ("example.com", "Widget"),
+    ] {
+        assert_eq!(
+            review(group, kind, json!({})),
+            admission::Verdict {
+                result: Ok(()),
+                warnings: vec![format!("unsupported resource type: {group}.v1.{kind}")],
+            }
+        );
+    }
     let mut delete = request("Server", json!({"port": "nope"}));
     delete.operation = "DELETE".into();
     delete.object = None;
@@ -468,10 +481,73 @@ fn outbound_routes() {
         ),
         Ok(())
     );
+    // Other Gateway API kinds are admitted (with a warning, see
+    // `other_kinds_and_deletes`).
+    assert_eq!(gateway_verdict("Gateway", json!({}), json!({})), Ok(()));
+}
+
+#[test]
+fn inbound_gateway_routes_use_the_inbound_conversions() {
+    let server = json!({"group": "policy.linkerd.io", "kind": "Server", "name": "web"});
+    let http = |rules: Value| json!({"parentRefs": [server.clone()], "rules": rules});
     assert_eq!(
-        gateway_verdict("Gateway", json!({}), json!({})),
-        Err(format!(
-            "Gateway \"{NS}/obj\" is not a kind this webhook validates"
-        ))
+        gateway_verdict(
+            "HTTPRoute",
+            http(json!([{"matches": [{"path": {"type": "Exact", "value": "/a"}}]}])),
+            json!({})
+        ),
+        Ok(())
+    );
+    let with_port = json!({"parentRefs": [{"group": "policy.linkerd.io", "kind": "Server", "name": "web", "port": 80}]});
+    assert_eq!(
+        gateway_verdict("HTTPRoute", with_port, json!({})),
+        Err("HTTPRoute \"ns/obj\" is invalid: a Server parent may not name a port".into())
+    );
+    // URLRewrite is not a filter inbound proxies apply.
+    assert_eq!(
+        gateway_verdict(
+            "HTTPRoute",
+            http(json!([{"filters": [{"type": "URLRewrite", "urlRewrite": {}}]}])),
+            json!({})
+        ),
+        Err("HTTPRoute \"ns/obj\" is invalid: unsupported filter \"URLRewrite\"".into())
+    );
+    let grpc = |rules: Value| json!({"parentRefs": [server.clone()], "rules": rules});
+    assert_eq!(
+        gateway_verdict(
+            "GRPCRoute",
+            grpc(json!([{"matches": [{"method": {"service": "a.B", "method": "C"}}]}])),
+            json!({})
+        ),
+        Ok(())
+    );
+    assert_eq!(
+        gateway_verdict(
+            "GRPCRoute",
+            grpc(json!([{"matches": [{"method": {"type": "RegularExpression", "service": "a.*"}}]}])),
+            json!({})
+        ),
+        Err("GRPCRoute \"ns/obj\" is invalid: unsupported GRPCRoute method match type \"RegularExpression\"".into())
+    );
+    let in_other_ns = json!({"parentRefs": [{"group": "policy.linkerd.io", "kind": "Server", "name": "web", "namespace": "other"}]});
+    assert_eq!(
+        gateway_verdict("GRPCRoute", in_other_ns, json!({})),
+        Err("GRPCRoute \"ns/obj\" is invalid: a Server parent may not name a Server in another namespace".into())
+    );
+}
+
+#[test]
+fn gateway_routes_that_do_not_parse_are_admitted_with_a_warning() {
+    let verdict = review(
+        "gateway.networking.k8s.io",
+        "GRPCRoute",
+        json!({"parentRefs": "not a list"}),
+    );
+    assert_eq!(verdict.result, Ok(()));
+    assert_eq!(verdict.warnings.len(), 1);
+    assert!(
+        verdict.warnings[0].starts_with("failed to parse GRPCRoute spec; admitting anyway: "),
+        "{:?}",
+        verdict.warnings
     );
 }

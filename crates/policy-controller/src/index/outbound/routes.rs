@@ -411,7 +411,7 @@ pub fn grpc_route(
     })
 }
 
-fn grpc_match(m: &gateway::GrpcRouteMatch) -> Result<GrpcRouteMatch, InvalidResource> {
+pub(crate) fn grpc_match(m: &gateway::GrpcRouteMatch) -> Result<GrpcRouteMatch, InvalidResource> {
     let method = m
         .method
         .as_ref()
@@ -437,7 +437,7 @@ fn grpc_match(m: &gateway::GrpcRouteMatch) -> Result<GrpcRouteMatch, InvalidReso
 }
 
 /// gRPC routes take header modifiers only.
-fn grpc_filter(f: &HttpRouteFilter) -> Result<Filter, InvalidResource> {
+pub(crate) fn grpc_filter(f: &HttpRouteFilter) -> Result<Filter, InvalidResource> {
     match f.kind.as_str() {
         "RequestHeaderModifier" | "ResponseHeaderModifier" => filter(f),
         other => Err(invalid(format!("unsupported filter {other:?}"))),

@@ -1,6 +1,6 @@
 //! Conversion of an [`InboundServer`] into the proxy API's `Server`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use ipnet::IpNet;
 use linkerd2_proxy_api::{
@@ -12,6 +12,8 @@ use linkerd2_proxy_api::{
 use crate::core::{
     AuthorizationRef, Authorizations, ClientAuthentication, ClientAuthorization, IdentityMatch,
     InboundServer, ProxyProtocol, RouteRef, ServerRef,
+    grpc_routes::{self, GrpcRoute},
+    outbound::GrpcRouteMatch,
     routes::{
         Filter, HeaderMatch, HeaderModifierFilter, HostMatch, HttpRoute, HttpRouteMatch, PathMatch,
         PathModifier, QueryParamMatch, RequestRedirectFilter, ordered,
@@ -48,7 +50,7 @@ pub fn to_server(server: &InboundServer, cluster_networks: &[IpNet]) -> proto::S
             routes: if server.grpc_routes.is_empty() {
                 vec![default_grpc_route()]
             } else {
-                super::inbound_grpc::to_grpc_routes(&server.grpc_routes, cluster_networks)
+                to_grpc_routes(&server.grpc_routes, cluster_networks)
             },
         }),
         ProxyProtocol::Opaque => proxy_protocol::Kind::Opaque(proxy_protocol::Opaque {}),
@@ -340,9 +342,80 @@ fn filter(f: &Filter) -> Option<proto::http_route::Filter> {
     Some(proto::http_route::Filter { kind: Some(kind) })
 }
 
+/// Inbound gRPC routes (GRPCRoutes attached to a Server) in publishing
+/// order: oldest first, `Resource` metadata, matches as on the outbound
+/// side, and only request header modifiers as filters (the original drops
+/// the others on inbound gRPC routes).
+pub fn to_grpc_routes(
+    routes: &BTreeMap<RouteRef, GrpcRoute>,
+    cluster_networks: &[IpNet],
+) -> Vec<proto::GrpcRoute> {
+    grpc_routes::ordered(routes)
+        .into_iter()
+        .map(|(reference, route)| proto::GrpcRoute {
+            metadata: Some(route_metadata(reference)),
+            hosts: route.hostnames.iter().map(host_match).collect(),
+            authorizations: to_authzs(&route.authorizations, cluster_networks),
+            rules: route
+                .rules
+                .iter()
+                .map(|rule| proto::grpc_route::Rule {
+                    matches: rule.matches.iter().map(grpc_match).collect(),
+                    filters: rule.filters.iter().filter_map(grpc_filter).collect(),
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+fn grpc_filter(f: &Filter) -> Option<proto::grpc_route::Filter> {
+    use proto::grpc_route::filter::Kind;
+    match f {
+        Filter::RequestHeaderModifier(m) => Some(proto::grpc_route::Filter {
+            kind: Some(Kind::RequestHeaderModifier(request_header_modifier(m))),
+        }),
+        Filter::ResponseHeaderModifier(_) | Filter::RequestRedirect(_) => None,
+    }
+}
+
+pub(crate) fn grpc_match(m: &GrpcRouteMatch) -> grpc_proto::GrpcRouteMatch {
+    grpc_proto::GrpcRouteMatch {
+        rpc: m.method.as_ref().map(|m| grpc_proto::GrpcRpcMatch {
+            service: m.service.clone().unwrap_or_default(),
+            method: m.method.clone().unwrap_or_default(),
+        }),
+        headers: m
+            .headers
+            .iter()
+            .map(|h| match h {
+                HeaderMatch::Exact(name, value) => route_proto::HeaderMatch {
+                    name: name.clone(),
+                    value: Some(route_proto::header_match::Value::Exact(
+                        value.as_bytes().to_vec(),
+                    )),
+                },
+                HeaderMatch::Regex(name, re) => route_proto::HeaderMatch {
+                    name: name.clone(),
+                    value: Some(route_proto::header_match::Value::Regex(re.clone())),
+                },
+            })
+            .collect(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::core::{
+        AuthorizationRef, ClientAuthorization, GroupKindName,
+        grpc_routes::GrpcRouteRule,
+        outbound::{GrpcMethodMatch, GrpcRouteMatch},
+        routes::HeaderModifierFilter,
+    };
+    use linkerd2_proxy_api::meta::metadata;
+    use std::time::{Duration, SystemTime};
+
     use crate::core::{DETECT_TIMEOUT, DefaultPolicy, NetworkMatch, routes::default_http_routes};
 
     fn nets(list: &[&str]) -> Vec<IpNet> {
@@ -533,5 +606,82 @@ mod tests {
             ..Default::default()
         });
         assert!(filter(&f).is_some());
+    }
+
+    fn grpc_route_at(at: u64) -> GrpcRoute {
+        GrpcRoute {
+            hostnames: Vec::new(),
+            rules: vec![GrpcRouteRule {
+                matches: vec![GrpcRouteMatch {
+                    method: Some(GrpcMethodMatch {
+                        service: Some("a.B".into()),
+                        method: Some("C".into()),
+                    }),
+                    headers: Vec::new(),
+                }],
+                filters: vec![
+                    Filter::RequestHeaderModifier(HeaderModifierFilter {
+                        set: vec![("x".into(), "1".into())],
+                        ..Default::default()
+                    }),
+                    Filter::ResponseHeaderModifier(HeaderModifierFilter::default()),
+                ],
+            }],
+            authorizations: [(
+                AuthorizationRef::AuthorizationPolicy("ap".into()),
+                ClientAuthorization::allow_all(),
+            )]
+            .into(),
+            created_at: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(at)),
+        }
+    }
+
+    fn grpc_route_ref(name: &str) -> RouteRef {
+        RouteRef::Resource(GroupKindName {
+            group: "gateway.networking.k8s.io".into(),
+            kind: "GRPCRoute".into(),
+            name: name.into(),
+        })
+    }
+
+    #[test]
+    fn routes_are_ordered_named_and_keep_request_header_filters_only() {
+        let routes = [
+            (grpc_route_ref("a-new"), grpc_route_at(20)),
+            (grpc_route_ref("z-old"), grpc_route_at(10)),
+        ]
+        .into();
+        let sent = to_grpc_routes(&routes, &[]);
+        let names: Vec<_> = sent
+            .iter()
+            .map(
+                |r| match r.metadata.as_ref().and_then(|m| m.kind.as_ref()) {
+                    Some(metadata::Kind::Resource(res)) => {
+                        (res.group.clone(), res.kind.clone(), res.name.clone())
+                    }
+                    other => panic!("unexpected metadata {other:?}"),
+                },
+            )
+            .collect();
+        assert_eq!(
+            names,
+            [
+                (
+                    "gateway.networking.k8s.io".into(),
+                    "GRPCRoute".into(),
+                    "z-old".into()
+                ),
+                (
+                    "gateway.networking.k8s.io".into(),
+                    "GRPCRoute".into(),
+                    "a-new".into()
+                ),
+            ]
+        );
+        let rule = &sent[0].rules[0];
+        assert_eq!(rule.filters.len(), 1);
+        let rpc = rule.matches[0].rpc.as_ref().expect("rpc match");
+        assert_eq!((rpc.service.as_str(), rpc.method.as_str()), ("a.B", "C"));
+        assert_eq!(sent[0].authorizations.len(), 1);
     }
 }

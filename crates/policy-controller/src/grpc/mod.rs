@@ -6,7 +6,6 @@
 //! crate); `GetPort` goes to the generated server.
 
 mod convert;
-mod inbound_grpc;
 pub mod outbound;
 mod outbound_convert;
 mod workload;

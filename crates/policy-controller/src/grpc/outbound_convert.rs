@@ -17,15 +17,16 @@ use linkerd2_proxy_api::{
 };
 
 use super::convert::{
-    host_match, redirect, request_header_modifier, response_header_modifier, route_match,
+    grpc_match, host_match, redirect, request_header_modifier, response_header_modifier,
+    route_match,
 };
 use crate::core::{
     outbound::{
         AppProtocol, Backend, Backoff, FailureAccrual, GrpcRetryCondition, GrpcRoute,
-        GrpcRouteMatch, HttpRetryCondition, HttpRoute, LoadBiaser, OutboundPolicy, RouteId,
-        RouteRetry, RouteTimeouts, WeightedService, ordered,
+        HttpRetryCondition, HttpRoute, LoadBiaser, OutboundPolicy, RouteId, RouteRetry,
+        RouteTimeouts, WeightedService, ordered,
     },
-    routes::{Filter, HeaderMatch},
+    routes::Filter,
 };
 
 /// The protocol detection timeout sent with `Detect`.
@@ -522,31 +523,6 @@ fn http_route(
         metadata: route_meta(id),
         hosts: route.hostnames.iter().map(host_match).collect(),
         rules,
-    }
-}
-
-pub(crate) fn grpc_match(m: &GrpcRouteMatch) -> grpc_proto::GrpcRouteMatch {
-    grpc_proto::GrpcRouteMatch {
-        rpc: m.method.as_ref().map(|m| grpc_proto::GrpcRpcMatch {
-            service: m.service.clone().unwrap_or_default(),
-            method: m.method.clone().unwrap_or_default(),
-        }),
-        headers: m
-            .headers
-            .iter()
-            .map(|h| match h {
-                HeaderMatch::Exact(name, value) => route_proto::HeaderMatch {
-                    name: name.clone(),
-                    value: Some(route_proto::header_match::Value::Exact(
-                        value.as_bytes().to_vec(),
-                    )),
-                },
-                HeaderMatch::Regex(name, re) => route_proto::HeaderMatch {
-                    name: name.clone(),
-                    value: Some(route_proto::header_match::Value::Regex(re.clone())),
-                },
-            })
-            .collect(),
     }
 }
 

@@ -6,7 +6,7 @@ use linkerd2_proxy_api::net;
 
 use super::*;
 use crate::core::{
-    outbound::{OutboundRoute, OutboundRule},
+    outbound::{GrpcRouteMatch, OutboundRoute, OutboundRule},
     routes::HeaderModifierFilter,
 };
 

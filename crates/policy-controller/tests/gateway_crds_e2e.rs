@@ -3,9 +3,10 @@
 //! without the Gateway API CRDs: the controller starts Ready; the CRDs are
 //! installed while it runs and Gateway API routes attached to Servers reach
 //! an open `WatchPort` stream (HTTPRoute on an HTTP/1 Server, GRPCRoute on
-//! a gRPC Server); the HTTPRoute CRD stops serving `v1` (the controller
-//! switches to `v1beta1`) and is then deleted, its routes leaving the same
-//! open stream, which keeps receiving updates. The process never restarts.
+//! a gRPC Server), and one attached to a Service reaches an open outbound
+//! `Watch`; the HTTPRoute CRD stops serving `v1` (the controller switches
+//! to `v1beta1`) and is then deleted, its routes leaving the same open
+//! streams, which keep receiving updates. The process never restarts.
 
 use std::{path::PathBuf, time::Duration};
 
@@ -15,6 +16,10 @@ use linkerd2_proxy_api::{
         proxy_protocol,
     },
     meta::metadata,
+    outbound::{
+        self, OutboundPolicy, TrafficSpec, outbound_policies_client::OutboundPoliciesClient,
+        traffic_spec,
+    },
 };
 use test_support::{ServerProcess, TestEnv, eventually, free_addr};
 use tonic::Streaming;
@@ -192,6 +197,70 @@ spec:
             method: Say
 ";
 
+const SERVICE: &str = "apiVersion: v1
+kind: Service
+metadata:
+  name: web
+spec:
+  selector: {app: web}
+  ports:
+    - {name: http, port: 80, targetPort: 8080}
+";
+
+const SERVICE_ROUTE: &str = "apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata:
+  name: to-web
+spec:
+  parentRefs:
+    - {group: core, kind: Service, name: web, port: 80}
+  rules:
+    - matches:
+        - path: {type: PathPrefix, value: /v2}
+";
+
+/// The names of an outbound policy's HTTP routes (`Resource` metadata).
+fn outbound_route_names(policy: &OutboundPolicy) -> Vec<String> {
+    use outbound::proxy_protocol::Kind;
+    let routes = match policy.protocol.as_ref().and_then(|p| p.kind.as_ref()) {
+        Some(Kind::Detect(d)) => d.http1.as_ref().map(|h| h.routes.clone()),
+        Some(Kind::Http1(h)) => Some(h.routes.clone()),
+        _ => None,
+    };
+    routes
+        .unwrap_or_default()
+        .iter()
+        .filter_map(
+            |r| match r.metadata.as_ref().and_then(|m| m.kind.as_ref()) {
+                Some(metadata::Kind::Resource(r)) => Some(r.name.clone()),
+                _ => None,
+            },
+        )
+        .collect()
+}
+
+async fn next_outbound(
+    stream: &mut Streaming<OutboundPolicy>,
+    what: &str,
+    done: impl Fn(&OutboundPolicy) -> bool,
+) {
+    let read = async {
+        loop {
+            let msg = stream
+                .message()
+                .await
+                .expect("stream healthy")
+                .expect("stream open");
+            if done(&msg) {
+                return;
+            }
+        }
+    };
+    tokio::time::timeout(TIMEOUT, read)
+        .await
+        .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
+}
+
 #[tokio::test]
 async fn gateway_kinds_follow_their_crds_on_open_streams() {
     let env = TestEnv::new("gateway-crds").await;
@@ -206,6 +275,7 @@ async fn gateway_kinds_follow_their_crds_on_open_streams() {
     let apply = |yaml: &str| kubectl(&env, &["apply", "-n", &env.ns, "-f", "-"], Some(yaml));
     apply(&server_yaml("web-http", "http", "HTTP/1"));
     apply(&server_yaml("web-grpc", "grpc", "gRPC"));
+    apply(SERVICE);
 
     // No Gateway API CRDs: the controller is Ready and says none is active.
     let grpc = free_addr();
@@ -252,6 +322,24 @@ async fn gateway_kinds_follow_their_crds_on_open_streams() {
         s.labels.get("name").map(String::as_str) == Some("web-grpc")
     })
     .await;
+    let mut outbound_client = OutboundPoliciesClient::connect(format!("http://{grpc}"))
+        .await
+        .expect("connect");
+    let mut to_web = outbound_client
+        .watch(TrafficSpec {
+            source_workload: format!(r#"{{"ns":"{}","pod":"client"}}"#, env.ns),
+            target: Some(traffic_spec::Target::Authority(format!(
+                "web.{}.svc.cluster.local:80",
+                env.ns
+            ))),
+        })
+        .await
+        .expect("outbound Watch")
+        .into_inner();
+    next_outbound(&mut to_web, "the Service's policy, no route", |p| {
+        outbound_route_names(p).is_empty()
+    })
+    .await;
 
     // Install the Gateway API CRDs while it runs; routes reach the streams.
     install_crds(&env, "gateway.networking.k8s.io_");
@@ -269,6 +357,11 @@ async fn gateway_kinds_follow_their_crds_on_open_streams() {
     .await;
     apply(HTTP_ROUTE);
     apply(GRPC_ROUTE);
+    apply(SERVICE_ROUTE);
+    next_outbound(&mut to_web, "the Service's Gateway HTTPRoute", |p| {
+        outbound_route_names(p) == ["to-web"]
+    })
+    .await;
     let with_route = next_matching(
         &mut http,
         "the Gateway HTTPRoute (accepted by our status writer)",
@@ -334,6 +427,10 @@ async fn gateway_kinds_follow_their_crds_on_open_streams() {
     );
     next_matching(&mut http, "the default routes again", |s| {
         route_names(s) == [(String::new(), "default".into(), "default".into())]
+    })
+    .await;
+    next_outbound(&mut to_web, "the Service's route gone", |p| {
+        outbound_route_names(p).is_empty()
     })
     .await;
     ready_body(

@@ -108,21 +108,7 @@ async fn next_matching(
     what: &str,
     done: impl Fn(&Server) -> bool,
 ) -> Server {
-    let read = async {
-        loop {
-            let msg = stream
-                .message()
-                .await
-                .expect("stream healthy")
-                .expect("stream open");
-            if done(&msg) {
-                return msg;
-            }
-        }
-    };
-    tokio::time::timeout(TIMEOUT, read)
-        .await
-        .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
+    test_support::next_matching(stream, what, TIMEOUT, done).await
 }
 
 async fn ready_body(process: &ServerProcess, what: &str, want: &str) {
@@ -244,21 +230,7 @@ async fn next_outbound(
     what: &str,
     done: impl Fn(&OutboundPolicy) -> bool,
 ) {
-    let read = async {
-        loop {
-            let msg = stream
-                .message()
-                .await
-                .expect("stream healthy")
-                .expect("stream open");
-            if done(&msg) {
-                return;
-            }
-        }
-    };
-    tokio::time::timeout(TIMEOUT, read)
-        .await
-        .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
+    test_support::next_matching(stream, what, TIMEOUT, done).await;
 }
 
 #[tokio::test]

@@ -104,27 +104,12 @@ fn name_of(server: &Server) -> (String, String) {
     )
 }
 
-/// Reads messages until one satisfies `done`; returns it.
 async fn next_matching(
     stream: &mut Streaming<Server>,
     what: &str,
     done: impl Fn(&Server) -> bool,
 ) -> Server {
-    let read = async {
-        loop {
-            let msg = stream
-                .message()
-                .await
-                .expect("stream healthy")
-                .expect("stream open");
-            if done(&msg) {
-                return msg;
-            }
-        }
-    };
-    tokio::time::timeout(TIMEOUT, read)
-        .await
-        .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
+    test_support::next_matching(stream, what, TIMEOUT, done).await
 }
 
 async fn create_web_pod(env: &TestEnv) {

@@ -192,27 +192,12 @@ fn backends(p: &OutboundPolicy) -> Vec<(u32, String)> {
     }
 }
 
-/// Reads messages until one satisfies `done`; returns it.
 async fn next_matching(
     stream: &mut Streaming<OutboundPolicy>,
     what: &str,
     done: impl Fn(&OutboundPolicy) -> bool,
 ) -> OutboundPolicy {
-    let read = async {
-        loop {
-            let msg = stream
-                .message()
-                .await
-                .expect("stream healthy")
-                .expect("stream open");
-            if done(&msg) {
-                return msg;
-            }
-        }
-    };
-    tokio::time::timeout(TIMEOUT, read)
-        .await
-        .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
+    test_support::next_matching(stream, what, TIMEOUT, done).await
 }
 
 /// `(status, reason)` of our condition `type_` for the Service parent.

@@ -34,7 +34,7 @@ pub use pods::PodSpecBuilder;
 pub use process::{ServerProcess, free_addr};
 pub use real_node::RealNodeCluster;
 pub use shared::SharedCluster;
-pub use wait::eventually;
+pub use wait::{eventually, next_matching};
 
 /// The name of the fake Node that test pods are bound to.
 pub const NODE_NAME: &str = "node-1";

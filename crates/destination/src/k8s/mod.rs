@@ -108,6 +108,15 @@ pub(crate) mod fixtures {
         }))
     }
 
+    /// A ServiceProfile `web.ns.svc.cluster.local` in `ns` with `spec`.
+    pub(crate) fn service_profile(spec: Value) -> k8s_api::service_profile::ServiceProfile {
+        from_json(json!({
+            "apiVersion": "linkerd.io/v1alpha2", "kind": "ServiceProfile",
+            "metadata": {"name": "web.ns.svc.cluster.local", "namespace": "ns"},
+            "spec": spec
+        }))
+    }
+
     /// A pod endpoint JSON value.
     pub(crate) fn pod_ep(ip: &str, pod: &str, zone: &str) -> Value {
         json!({

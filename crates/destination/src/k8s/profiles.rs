@@ -228,14 +228,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn profile(spec: serde_json::Value) -> ServiceProfile {
-        serde_json::from_value(json!({
-            "apiVersion": "linkerd.io/v1alpha2", "kind": "ServiceProfile",
-            "metadata": {"name": "web.ns.svc.cluster.local", "namespace": "ns"},
-            "spec": spec
-        }))
-        .expect("profile")
-    }
+    use crate::k8s::fixtures::service_profile as profile;
 
     #[test]
     fn invalid_profiles_are_errors() {

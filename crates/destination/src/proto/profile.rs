@@ -259,7 +259,6 @@ fn weighted_dst(dst: &rules::WeightedDst) -> WeightedDst {
 mod tests {
     use super::*;
     use crate::core::ServiceId;
-    use k8s_api::service_profile::ServiceProfile;
     use serde_json::json;
 
     fn target() -> ServiceTarget {
@@ -273,14 +272,7 @@ mod tests {
         }
     }
 
-    fn profile(spec: serde_json::Value) -> ServiceProfile {
-        serde_json::from_value(json!({
-            "apiVersion": "linkerd.io/v1alpha2", "kind": "ServiceProfile",
-            "metadata": {"name": "web.ns.svc.cluster.local", "namespace": "ns"},
-            "spec": spec
-        }))
-        .expect("profile")
-    }
+    use crate::k8s::fixtures::service_profile as profile;
 
     #[test]
     fn the_default_profile_has_the_default_budget_and_references() {

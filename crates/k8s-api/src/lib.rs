@@ -5,7 +5,7 @@
 //!   strings of ServiceProfiles (timeouts, TTLs).
 //! - [`policy`]: the `policy.linkerd.io` kinds (Server, ServerAuthorization,
 //!   AuthorizationPolicy, MeshTLSAuthentication, NetworkAuthentication,
-//!   HTTPRoute).
+//!   HTTPRoute, HTTPLocalRateLimitPolicy, EgressNetwork).
 //! - [`gateway`]: the Gateway API route kinds the outbound policy reads
 //!   (`gateway.networking.k8s.io` HTTPRoute and GRPCRoute; their CRDs are
 //!   the upstream manifests in `deploy/crds/`).

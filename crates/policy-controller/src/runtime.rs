@@ -20,8 +20,10 @@ use crate::{
 };
 
 /// The watches the status writer waits for before writing anything.
-const STATUS_KINDS: [&str; 7] = [
+const STATUS_KINDS: [&str; 9] = [
     "servers",
+    "httplocalratelimitpolicies",
+    "egressnetworks",
     "services",
     "httproutes",
     "httproutes.gateway.networking.k8s.io",
@@ -57,6 +59,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let gateway_kinds = gateway_kinds(&client).await;
     // Servers and routes also feed the status writer, through the same watches.
     let status_index = StatusIndex::shared();
+    status_index
+        .write()
+        .set_cluster_networks(args.cluster_info().networks);
 
     // One index serves every watch; only meshed pods matter.
     let watches = [
@@ -75,6 +80,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         resources::authorization_policies(client.clone(), index.clone(), &watch_metrics),
         resources::mesh_tls_authentications(client.clone(), index.clone(), &watch_metrics),
         resources::network_authentications(client.clone(), index.clone(), &watch_metrics),
+        resources::http_local_ratelimit_policies(
+            client.clone(),
+            Tee::shared(index.clone(), status_index.clone()),
+            &watch_metrics,
+        ),
         resources::http_routes(
             client.clone(),
             Tee::shared(

@@ -1,15 +1,17 @@
 //! Domain types of policy, free of Kubernetes and gRPC: what a proxy is
 //! told about one of its workload's ports (protocol, authorized clients,
-//! HTTP routes), the default policies, and the discovery trait the gRPC
+//! HTTP routes, rate limit), the default policies, and the discovery trait the gRPC
 //! layer is written against; [`outbound`] holds the same for the Services
-//! a proxy connects to.
+//! a proxy connects to, and [`egress`] the egress networks.
 
 mod defaults;
 mod discover;
+pub mod egress;
 mod identity;
 mod network;
 pub mod outbound;
 mod ports;
+mod ratelimit;
 pub mod routes;
 
 use std::{collections::BTreeMap, time::Duration};
@@ -19,6 +21,7 @@ pub use discover::{DiscoverInboundServer, LookupError, PodPort};
 pub use identity::{IdentityMatch, InvalidIdentity, check_identity};
 pub use network::{InvalidNetwork, NetworkMatch};
 pub use ports::{PortSet, parse_port_set};
+pub use ratelimit::{RateLimit, RateLimitOverride};
 pub use routes::{GroupKindName, HttpRoute, RouteRef};
 
 /// How long a proxy waits for a client to speak first before treating a
@@ -92,6 +95,8 @@ pub struct InboundServer {
     pub protocol: ProxyProtocol,
     pub authorizations: Authorizations,
     pub http_routes: BTreeMap<RouteRef, HttpRoute>,
+    /// Sent with the HTTP and Detect protocols only.
+    pub ratelimit: Option<RateLimit>,
 }
 
 impl ClientAuthorization {

@@ -8,6 +8,7 @@
 mod convert;
 pub mod outbound;
 mod outbound_convert;
+mod ratelimit_convert;
 mod workload;
 pub mod workload_ports;
 
@@ -259,6 +260,7 @@ mod tests {
             },
             authorizations: Default::default(),
             http_routes: Default::default(),
+            ratelimit: None,
         }
     }
 

@@ -13,6 +13,7 @@ mod authz;
 pub mod opaque_feed;
 pub mod outbound;
 mod pod;
+pub mod ratelimit;
 pub(crate) mod routes;
 mod selector;
 mod server;
@@ -162,6 +163,8 @@ pub enum InvalidResource {
     ConflictingAuthentications(&'static str),
     #[error("a Namespace identity reference may not set a namespace (its name is the namespace)")]
     NamespaceRefWithNamespace,
+    #[error(transparent)]
+    RateLimit(ratelimit::InvalidRateLimit),
 }
 
 /// The policy resources of one namespace.
@@ -172,6 +175,7 @@ pub(crate) struct PolicyNs {
     server_authorizations: BTreeMap<String, ServerAuthz>,
     authorization_policies: BTreeMap<String, PolicySpec>,
     http_routes: BTreeMap<String, RouteBinding>,
+    ratelimits: BTreeMap<String, ratelimit::RateLimitSpec>,
 }
 
 #[derive(Debug, Default)]
@@ -399,6 +403,7 @@ impl PolicyNs {
             && self.server_authorizations.is_empty()
             && self.authorization_policies.is_empty()
             && self.http_routes.is_empty()
+            && self.ratelimits.is_empty()
     }
 
     /// Servers by creation time, then name.
@@ -422,6 +427,7 @@ impl PolicyNs {
             protocol: srv.protocol.clone(),
             authorizations: self.server_authorizations(name, srv, authns, cluster),
             http_routes: self.http_routes(name, authns, cluster, probe_paths),
+            ratelimit: self.server_ratelimit(name, cluster),
         }
     }
 

@@ -220,6 +220,7 @@ impl PodState {
             protocol,
             authorizations: policy.authorizations(&cluster.networks),
             http_routes: default_http_routes(self.probe_paths(port), &cluster.probe_networks),
+            ratelimit: None,
         }
     }
 

@@ -85,6 +85,7 @@ fn default_server(cluster: &ClusterInfo, policy: DefaultPolicy) -> InboundServer
         },
         authorizations: policy.authorizations(&cluster.networks),
         http_routes: routes::default_http_routes([], &[]),
+        ratelimit: None,
     }
 }
 
@@ -98,6 +99,7 @@ fn named_server(
         protocol,
         authorizations,
         http_routes: routes::default_http_routes([], &[]),
+        ratelimit: None,
     }
 }
 
@@ -798,6 +800,7 @@ fn probe_routes_need_probe_networks() {
     index.apply(probed_pod("web"));
     let expected = InboundServer {
         http_routes: routes::default_http_routes(["/live", "/ready"], &probe_networks),
+        ratelimit: None,
         ..default_server(&cluster, DefaultPolicy::AllUnauthenticated)
     };
     assert_eq!(*rx(&mut index, "web", 8080).borrow(), expected);
@@ -1023,3 +1026,6 @@ fn opaque_servers_feed_the_destination_without_a_port_lookup() {
     assert!(feed.try_recv().expect("pod gone").ports.is_empty());
     assert!(index.follow_opaque_ports().0.is_empty());
 }
+
+#[path = "ratelimit_tests.rs"]
+mod ratelimit_tests;

@@ -10,10 +10,13 @@
 //!   fed by the same watches as the policy indexes;
 //! - [`lease`]: leader election through a `coordination.k8s.io/v1` Lease,
 //!   so only one replica writes;
+//! - [`policies`]: the same for HTTPLocalRateLimitPolicies and
+//!   EgressNetworks;
 //! - [`writer`]: the thin async loop that patches the `status` subresource
 //!   while this replica leads.
 
 pub mod lease;
+pub mod policies;
 pub mod writer;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -297,6 +300,8 @@ pub struct StatusIndex {
     services: HashMap<(String, String), bool>,
     /// Routes by kind, namespace and name.
     routes: BTreeMap<(RouteKind, String, String), RouteState>,
+    /// Rate limit policies and EgressNetworks.
+    policies: policies::PolicyStates,
     /// Bumped on every change.
     changes: watch::Sender<u64>,
 }
@@ -307,6 +312,7 @@ impl Default for StatusIndex {
             servers: HashMap::new(),
             services: HashMap::new(),
             routes: BTreeMap::new(),
+            policies: Default::default(),
             changes: watch::Sender::new(0),
         }
     }

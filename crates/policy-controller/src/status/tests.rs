@@ -358,3 +358,6 @@ fn our_service_parent_entries_are_kept_when_unchanged() {
         "nothing erased, nothing rewritten"
     );
 }
+
+#[path = "policies_tests.rs"]
+mod policies_tests;

@@ -95,6 +95,8 @@ impl PolicyValidator {
                     )?;
                 }
             }
+            "HTTPLocalRateLimitPolicy" => policies::check_ratelimit(object)?,
+            "EgressNetwork" => policies::check_egress_network(object, cluster)?,
             _ => return Err(Rejection::UnsupportedKind),
         }
         Ok(())
@@ -232,5 +234,6 @@ fn message(rejection: &Rejection) -> String {
     }
 }
 
+mod policies;
 #[cfg(test)]
 mod tests;

@@ -360,11 +360,7 @@ fn http_routes() {
 
 #[test]
 fn other_kinds_and_deletes() {
-    rejects(
-        "EgressNetwork",
-        json!({}),
-        "is not a kind this webhook validates",
-    );
+    rejects("Widget", json!({}), "is not a kind this webhook validates");
     let mut delete = request("Server", json!({"port": "nope"}));
     delete.operation = "DELETE".into();
     delete.object = None;
@@ -475,3 +471,6 @@ fn outbound_routes() {
         ))
     );
 }
+
+#[path = "policies_tests.rs"]
+mod policies_tests;

@@ -10,6 +10,7 @@
 //! are dropped when their Service is next recomputed.
 
 pub mod annotations;
+pub mod egress;
 pub mod routes;
 pub mod service;
 #[cfg(test)]

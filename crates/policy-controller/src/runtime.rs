@@ -98,6 +98,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             Tee::shared(outbound.clone(), status_index.clone()),
             &watch_metrics,
         ),
+        resources::egress_networks(
+            client.clone(),
+            Tee::shared(outbound.clone(), status_index.clone()),
+            &watch_metrics,
+        ),
     ];
     let mut watches = Vec::from(watches);
     // The Gateway API kinds are optional, as in the original: watched only
@@ -269,6 +274,7 @@ pub fn outbound_cluster(args: &Args) -> anyhow::Result<crate::index::outbound::O
         networks: args.cluster_networks.clone(),
         cluster_domain: args.cluster_domain.clone(),
         default_opaque_ports,
+        global_egress_network_namespace: args.global_egress_network_namespace.clone(),
     })
 }
 

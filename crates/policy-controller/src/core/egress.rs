@@ -3,13 +3,26 @@
 //! networks first, else the global egress namespace's; the most specific
 //! match, then the oldest, then by namespace and name), and whether a
 //! network overlaps the cluster networks (which keeps it from being
-//! accepted).
+//! accepted); and the policy an egress address gets.
 
 use std::{cmp::Ordering, net::IpAddr, time::SystemTime};
 
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 
-use super::NetworkMatch;
+use super::{NetworkMatch, outbound::OutboundPolicy};
+
+/// The policy of an egress address for one client namespace.
+#[derive(Clone, Debug, PartialEq)]
+pub enum EgressPolicy {
+    /// No EgressNetwork captures it: `egress-fallback`.
+    Fallback,
+    /// The EgressNetwork `policy` names (its namespace and name; `port` is
+    /// the destination port), with the routes attached to it.
+    Network {
+        traffic_policy: TrafficPolicy,
+        policy: OutboundPolicy,
+    },
+}
 
 /// What happens to egress traffic no route describes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -59,7 +59,8 @@ pub enum OutboundTarget {
         name: String,
         port: NonZeroU16,
     },
-    /// An address outside the cluster networks: forwarded as is.
+    /// An address an EgressNetwork captures, or outside the cluster
+    /// networks: its policy is [`crate::core::egress::EgressPolicy`].
     Egress(SocketAddr),
 }
 
@@ -126,6 +127,9 @@ pub struct GrpcMethodMatch {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Backend {
     Service(WeightedService),
+    /// An EgressNetwork: the original destination of the connection, when
+    /// the route's parent is that EgressNetwork.
+    EgressNetwork(WeightedEgressNetwork),
     /// A backend that cannot be used (unsupported kind or filter, missing
     /// port): requests to it fail with `message`.
     Invalid {
@@ -146,6 +150,19 @@ pub struct WeightedService {
     pub filters: Vec<Filter>,
     /// Whether the Service exists (a missing one fails its requests).
     pub exists: bool,
+}
+
+/// An EgressNetwork backend.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WeightedEgressNetwork {
+    pub weight: u32,
+    pub namespace: String,
+    pub name: String,
+    pub port: Option<NonZeroU16>,
+    pub filters: Vec<Filter>,
+    /// Set by the index when the lookup resolved to this EgressNetwork:
+    /// where the connection goes.
+    pub forward: Option<SocketAddr>,
 }
 
 /// One rule of an outbound route.
@@ -223,7 +240,8 @@ pub struct OutboundPolicy {
     pub namespace: String,
     pub name: String,
     pub port: NonZeroU16,
-    /// The `Destination.Get` path of the default backend.
+    /// The `Destination.Get` path of the default backend (empty for an
+    /// EgressNetwork, whose default backend is the original destination).
     pub authority: String,
     pub app_protocol: Option<AppProtocol>,
     pub accrual: Option<FailureAccrual>,
@@ -269,6 +287,18 @@ pub trait DiscoverOutboundPolicy: Send + Sync + 'static {
         &self,
         target: &ServiceTarget,
     ) -> Result<watch::Receiver<Arc<OutboundPolicy>>, OutboundLookupError>;
+
+    /// A receiver of the policy of an egress address for clients of
+    /// `source_namespace`, following EgressNetworks and their routes.
+    /// `None`: this discovery knows no EgressNetworks (always the
+    /// egress fallback).
+    fn watch_egress(
+        &self,
+        _addr: SocketAddr,
+        _source_namespace: &str,
+    ) -> Option<watch::Receiver<Arc<super::egress::EgressPolicy>>> {
+        None
+    }
 }
 
 /// Routes in publishing order: by creation time (routes without one

@@ -1,5 +1,5 @@
 //! Conversion of an [`OutboundPolicy`] (and of the egress-fallback and
-//! undefined-port answers) into the proxy API's `OutboundPolicy`, field for
+//! undefined-port answers, and of EgressNetworks in [`egress`]) into the proxy API's `OutboundPolicy`, field for
 //! field as the original encodes them: the protocol chosen from the port's
 //! `appProtocol` and the attached route kinds, the default backend
 //! balancing over `Destination.Get`, routes in creation-then-name order,
@@ -403,7 +403,15 @@ fn grpc_filter(f: &Filter) -> Option<proto::grpc_route::Filter> {
 /// cannot be used.
 enum Resolved<'a> {
     Usable(&'a WeightedService),
-    Failing { meta: Metadata, message: String },
+    /// An EgressNetwork backend: the original destination.
+    Forward {
+        backend: proto::Backend,
+        filters: &'a [Filter],
+    },
+    Failing {
+        meta: Metadata,
+        message: String,
+    },
 }
 
 fn resolve(b: &Backend) -> (u32, Resolved<'_>) {
@@ -416,6 +424,30 @@ fn resolve(b: &Backend) -> (u32, Resolved<'_>) {
                 message: format!("Service not found {}", svc.name),
             },
         ),
+        Backend::EgressNetwork(net) => {
+            let port = net.port.map(|p| p.get());
+            match net.forward {
+                Some(addr) => (
+                    net.weight,
+                    Resolved::Forward {
+                        backend: forward_backend(
+                            egress_meta(&net.namespace, &net.name, port.unwrap_or(addr.port())),
+                            addr,
+                            net.weight,
+                        ),
+                        filters: &net.filters,
+                    },
+                ),
+                None => (
+                    net.weight,
+                    Resolved::Failing {
+                        meta: egress_meta(&net.namespace, &net.name, port.unwrap_or_default()),
+                        message: "EgressNetwork can be resolved from an ip:port combo only"
+                            .to_string(),
+                    },
+                ),
+            }
+        }
         Backend::Invalid { weight, message } => (
             *weight,
             Resolved::Failing {
@@ -425,6 +457,33 @@ fn resolve(b: &Backend) -> (u32, Resolved<'_>) {
                 message: message.clone(),
             },
         ),
+    }
+}
+
+/// The `EgressNetwork` resource metadata of a backend or policy.
+pub(super) fn egress_meta(namespace: &str, name: &str, port: u16) -> Metadata {
+    Metadata {
+        kind: Some(metadata::Kind::Resource(Resource {
+            group: k8s_api::policy::GROUP.to_string(),
+            kind: "EgressNetwork".to_string(),
+            name: name.to_string(),
+            namespace: namespace.to_string(),
+            section: String::new(),
+            port: u32::from(port),
+        })),
+    }
+}
+
+/// A backend forwarding to `addr` (no discovery, no balancer).
+pub(super) fn forward_backend(meta: Metadata, addr: SocketAddr, weight: u32) -> proto::Backend {
+    proto::Backend {
+        metadata: Some(meta),
+        queue: Some(queue()),
+        kind: Some(backend::Kind::Forward(destination::WeightedAddr {
+            addr: Some(addr.into()),
+            weight,
+            ..Default::default()
+        })),
     }
 }
 
@@ -467,6 +526,11 @@ fn http_route(
                         Resolved::Usable(svc) => RouteBackend {
                             backend: Some(usable_backend(svc, policy)),
                             filters: svc.filters.iter().map(http_filter).collect(),
+                            ..Default::default()
+                        },
+                        Resolved::Forward { backend, filters } => RouteBackend {
+                            backend: Some(backend),
+                            filters: filters.iter().map(http_filter).collect(),
                             ..Default::default()
                         },
                         Resolved::Failing { meta, message } => RouteBackend {
@@ -572,6 +636,11 @@ fn grpc_route(
                         Resolved::Usable(svc) => RouteBackend {
                             backend: Some(usable_backend(svc, policy)),
                             filters: svc.filters.iter().filter_map(grpc_filter).collect(),
+                            ..Default::default()
+                        },
+                        Resolved::Forward { backend, filters } => RouteBackend {
+                            backend: Some(backend),
+                            filters: filters.iter().filter_map(grpc_filter).collect(),
                             ..Default::default()
                         },
                         Resolved::Failing { meta, message } => RouteBackend {
@@ -727,6 +796,10 @@ pub fn undefined_port(namespace: &str, name: &str, port: u16) -> proto::Outbound
 
 #[path = "outbound_l4.rs"]
 mod l4;
+
+#[path = "outbound_egress.rs"]
+mod egress;
+pub use egress::to_egress_policy;
 
 #[cfg(test)]
 #[path = "outbound_convert_tests.rs"]

@@ -41,6 +41,7 @@ fn l4_backend(b: &Backend) -> (u32, proto::Backend, Option<String>) {
             ),
             None,
         ),
+        Resolved::Forward { backend, .. } => (weight, backend, None),
         Resolved::Failing { meta, message } => (weight, failing_backend(meta), Some(message)),
     }
 }

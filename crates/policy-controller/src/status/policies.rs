@@ -118,18 +118,19 @@ fn same_conditions(a: &[Condition], b: &[Condition]) -> bool {
 }
 
 impl PolicyStates {
-    /// Whether an EgressNetwork exists and our status accepts it (`None`:
-    /// it does not exist).
-    pub(super) fn egress_accepted(&self, ns: &str, name: &str) -> Option<bool> {
-        let state = self
-            .egress_networks
-            .get(&(ns.to_string(), name.to_string()))?;
-        Some(
-            state
-                .conditions
-                .iter()
-                .any(|c| c.type_ == ACCEPTED && c.status == "True"),
-        )
+    /// Every EgressNetwork, and whether our status accepts it (what
+    /// route parents are checked against).
+    pub(super) fn egress_acceptance(&self) -> std::collections::HashMap<(String, String), bool> {
+        self.egress_networks
+            .iter()
+            .map(|(key, state)| {
+                let accepted = state
+                    .conditions
+                    .iter()
+                    .any(|c| c.type_ == ACCEPTED && c.status == "True");
+                (key.clone(), accepted)
+            })
+            .collect()
     }
 
     fn ratelimit_patch(

@@ -110,3 +110,67 @@ fn egress_networks_overlapping_the_cluster_are_not_accepted() {
         "networks overlap with clusterNetworks"
     );
 }
+
+/// `(status, reason, message)` of our Accepted condition for the
+/// EgressNetwork parent of the route patch of `kind`.
+fn egress_parent_condition(
+    index: &StatusIndex,
+    kind: RouteKind,
+    now: &Time,
+) -> Option<(String, String, String)> {
+    let patch = index.patches(now).into_iter().find(|p| p.kind == kind)?;
+    let parent = patch
+        .status
+        .parents
+        .iter()
+        .find(|p| p.parent_ref.kind.as_deref() == Some("EgressNetwork"))?;
+    assert_eq!(parent.parent_ref.namespace.as_deref(), Some("ns"));
+    assert_eq!(parent.parent_ref.port, Some(443));
+    let c = parent.conditions.iter().find(|c| c.type_ == ACCEPTED)?;
+    Some((c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+#[test]
+fn routes_with_an_egress_network_parent_follow_its_acceptance() {
+    let now = time(0);
+    let mut index = StatusIndex::default();
+    let parent = json!([{"group": "policy.linkerd.io", "kind": "EgressNetwork", "name": "ext", "port": 443}]);
+    let tls: gateway::TLSRoute = serde_json::from_value(gateway_route(
+        "TLSRoute",
+        "t",
+        parent,
+        json!([]),
+        json!({"parents": []}),
+    ))
+    .expect("tls route");
+    index.apply(tls);
+    assert_eq!(
+        egress_parent_condition(&index, RouteKind::Tls, &now),
+        Some(("False".into(), NO_MATCHING_PARENT.into(), String::new()))
+    );
+    index.apply(egress("ext", json!([{"cidr": "1.0.0.0/8"}])));
+    assert_eq!(
+        egress_parent_condition(&index, RouteKind::Tls, &now),
+        Some((
+            "False".into(),
+            NO_MATCHING_PARENT.into(),
+            "EgressNetwork parent has not been accepted".into()
+        ))
+    );
+    let mut accepted = egress("ext", json!([{"cidr": "1.0.0.0/8"}]));
+    accepted.status = Some(k8s_api::policy::EgressNetworkStatus {
+        conditions: vec![Condition {
+            last_transition_time: now.clone(),
+            message: String::new(),
+            observed_generation: None,
+            reason: ACCEPTED.into(),
+            status: "True".into(),
+            type_: ACCEPTED.into(),
+        }],
+    });
+    index.apply(accepted);
+    assert_eq!(
+        egress_parent_condition(&index, RouteKind::Tls, &now),
+        Some(("True".into(), ACCEPTED.into(), String::new()))
+    );
+}

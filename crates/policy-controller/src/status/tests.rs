@@ -41,6 +41,8 @@ fn server_route_status(
         servers,
         services: &HashMap::new(),
         parent_ranks: &HashMap::new(),
+        egress_networks: &HashMap::new(),
+        egress_parent_ranks: &HashMap::new(),
     };
     route_status(&view, &cluster, now)
 }

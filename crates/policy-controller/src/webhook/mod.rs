@@ -84,6 +84,7 @@ impl PolicyValidator {
             "HTTPRoute" => {
                 let route: HTTPRoute = parse(object)?;
                 RouteBinding::from_resource(&route, ns)?;
+                policies::check_egress_parents(route.spec.parent_refs.as_deref())?;
                 // Routes on Services also go through the outbound conversion.
                 if has_service_parent(route.spec.parent_refs.as_deref()) {
                     outbound_routes::http_route(
@@ -117,6 +118,7 @@ pub fn check_gateway(kind: &str, ns: &str, object: &serde_json::Value) -> Result
                 tracing::warn!(%ns, "admitting a Gateway HTTPRoute that does not parse");
                 return Ok(());
             };
+            policies::check_egress_parents(route.spec.parent_refs.as_deref())?;
             let annotations = annotations(&route.metadata);
             outbound_routes::http_route(&route.spec, &annotations, None, ns, CLUSTER_DOMAIN)?;
             backends(
@@ -134,6 +136,7 @@ pub fn check_gateway(kind: &str, ns: &str, object: &serde_json::Value) -> Result
                 tracing::warn!(%ns, "admitting a GRPCRoute that does not parse");
                 return Ok(());
             };
+            policies::check_egress_parents(route.spec.parent_refs.as_deref())?;
             let annotations = annotations(&route.metadata);
             outbound_routes::grpc_route(&route.spec, &annotations, None, ns, CLUSTER_DOMAIN)?;
             backends(
@@ -147,15 +150,16 @@ pub fn check_gateway(kind: &str, ns: &str, object: &serde_json::Value) -> Result
             )?;
         }
         "TLSRoute" | "TCPRoute" => {
-            let rules = if kind == "TLSRoute" {
-                parse::<gateway::TLSRoute>(object).map(|r| r.spec.rules)
+            let parsed = if kind == "TLSRoute" {
+                parse::<gateway::TLSRoute>(object).map(|r| (r.spec.parent_refs, r.spec.rules))
             } else {
-                parse::<gateway::TCPRoute>(object).map(|r| r.spec.rules)
+                parse::<gateway::TCPRoute>(object).map(|r| (r.spec.parent_refs, r.spec.rules))
             };
-            let Ok(rules) = rules else {
+            let Ok((parents, rules)) = parsed else {
                 tracing::warn!(%ns, %kind, "admitting a route that does not parse");
                 return Ok(());
             };
+            policies::check_egress_parents(parents.as_deref())?;
             outbound_routes::l4_route(kind, rules.as_deref(), ns, CLUSTER_DOMAIN)?;
             backends(
                 rules
@@ -174,11 +178,15 @@ pub fn check_gateway(kind: &str, ns: &str, object: &serde_json::Value) -> Result
 /// looks at whether they succeed.
 const CLUSTER_DOMAIN: &str = "cluster.local";
 
+/// Whether a route has an outbound parent (a Service or an EgressNetwork).
 fn has_service_parent(parents: Option<&[ParentRef]>) -> bool {
-    parents
-        .into_iter()
-        .flatten()
-        .any(|p| outbound_routes::is_service_ref(p.group.as_deref(), p.kind.as_deref()))
+    parents.into_iter().flatten().any(|p| {
+        outbound_routes::is_service_ref(p.group.as_deref(), p.kind.as_deref())
+            || crate::index::outbound::egress::is_egress_network_ref(
+                p.group.as_deref(),
+                p.kind.as_deref(),
+            )
+    })
 }
 
 fn annotations(meta: &ObjectMeta) -> std::collections::BTreeMap<String, String> {

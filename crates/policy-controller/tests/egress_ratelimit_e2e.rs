@@ -3,14 +3,18 @@
 //! control plane, objects are applied with kubectl, and the generated
 //! tonic clients read the inbound and outbound APIs over a real socket.
 
-use std::time::Duration;
+use std::{net::SocketAddr, time::Duration};
 
 use linkerd2_proxy_api::{
     inbound::{
         self, PortSpec, inbound_server_policies_client::InboundServerPoliciesClient, proxy_protocol,
     },
     meta::metadata,
-    outbound::outbound_policies_client::OutboundPoliciesClient,
+    net::TcpAddress,
+    outbound::{
+        OutboundPolicy, TrafficSpec, outbound_policies_client::OutboundPoliciesClient,
+        proxy_protocol as proxy_protocol_out, traffic_spec,
+    },
 };
 use test_support::{ServerProcess, TestEnv, eventually, free_addr};
 use tonic::{Streaming, transport::Channel};
@@ -268,6 +272,168 @@ spec:
         &env.ns,
         "httplocalratelimitpolicy/orphan",
         ("False", "NoMatchingTarget"),
+    )
+    .await;
+}
+
+// === EgressNetwork ===
+
+fn by_addr(source_ns: &str, addr: &str) -> TrafficSpec {
+    let addr: SocketAddr = addr.parse().expect("address");
+    TrafficSpec {
+        source_workload: format!("{source_ns}:client"),
+        target: Some(traffic_spec::Target::Addr(TcpAddress {
+            ip: Some(addr.ip().into()),
+            port: u32::from(addr.port()),
+        })),
+    }
+}
+
+/// `(kind, namespace/name)` of the policy's parent, e.g.
+/// `("EgressNetwork", "ns/ext")`, or `("default", name)`.
+fn parent_of(p: &OutboundPolicy) -> (String, String) {
+    match p.metadata.as_ref().and_then(|m| m.kind.as_ref()) {
+        Some(metadata::Kind::Resource(r)) => {
+            (r.kind.clone(), format!("{}/{}", r.namespace, r.name))
+        }
+        Some(metadata::Kind::Default(name)) => ("default".into(), name.clone()),
+        None => (String::new(), String::new()),
+    }
+}
+
+/// The names of the HTTP/1 routes of a Detect policy.
+fn http1_route_names(p: &OutboundPolicy) -> Vec<String> {
+    let Some(proxy_protocol_out::Kind::Detect(d)) =
+        p.protocol.as_ref().and_then(|p| p.kind.as_ref())
+    else {
+        return Vec::new();
+    };
+    d.http1
+        .iter()
+        .flat_map(|h| &h.routes)
+        .map(
+            |r| match r.metadata.as_ref().and_then(|m| m.kind.as_ref()) {
+                Some(metadata::Kind::Resource(r)) => r.name.clone(),
+                Some(metadata::Kind::Default(n)) => n.clone(),
+                None => String::new(),
+            },
+        )
+        .collect()
+}
+
+fn egress_network(name: &str, networks: &str, traffic_policy: &str) -> String {
+    format!(
+        "apiVersion: policy.linkerd.io/v1alpha1
+kind: EgressNetwork
+metadata:
+  name: {name}
+spec:
+  trafficPolicy: {traffic_policy}
+{networks}"
+    )
+}
+
+/// An open outbound Watch for an external address follows EgressNetworks:
+/// egress-fallback, then the global namespace's (Deny), then the client
+/// namespace's own (Allow), then a route attached to it; statuses are
+/// written for the networks and the route.
+#[tokio::test]
+async fn an_outbound_watch_for_an_external_ip_follows_egress_networks() {
+    let env = TestEnv::new("egress").await;
+    let global = TestEnv::new("egress-global").await;
+    let mut controller = start_controller(
+        &env,
+        &[format!("--global-egress-network-namespace={}", global.ns)],
+    )
+    .await;
+    let dst = "203.0.113.5:443";
+    let mut stream = controller
+        .outbound
+        .watch(by_addr(&env.ns, dst))
+        .await
+        .expect("Watch")
+        .into_inner();
+    let first = next_matching(&mut stream, "the fallback", |_| true).await;
+    assert_eq!(
+        parent_of(&first),
+        ("default".into(), "egress-fallback".into())
+    );
+
+    apply(&env, &global.ns, &egress_network("shared", "", "Deny"));
+    let denied = next_matching(&mut stream, "the global EgressNetwork", |p| {
+        parent_of(p).0 == "EgressNetwork"
+    })
+    .await;
+    assert_eq!(
+        parent_of(&denied),
+        ("EgressNetwork".into(), format!("{}/shared", global.ns))
+    );
+    assert_eq!(http1_route_names(&denied), ["http-egress-deny"]);
+    wait_accepted(
+        &env,
+        &global.ns,
+        "egressnetwork/shared",
+        ("True", "Accepted"),
+    )
+    .await;
+
+    apply(
+        &env,
+        &env.ns,
+        &egress_network("own", "  networks:\n    - cidr: 203.0.113.0/24\n", "Allow"),
+    );
+    let own = next_matching(&mut stream, "the namespace's EgressNetwork", |p| {
+        parent_of(p).1 == format!("{}/own", env.ns)
+    })
+    .await;
+    assert_eq!(http1_route_names(&own), ["http-egress-allow"]);
+    // Another namespace's clients still get the global one.
+    let other = controller
+        .outbound
+        .get(by_addr("elsewhere", dst))
+        .await
+        .expect("Get")
+        .into_inner();
+    assert_eq!(parent_of(&other).1, format!("{}/shared", global.ns));
+
+    // A route whose parent is the EgressNetwork, accepted by our writer.
+    apply(
+        &env,
+        &env.ns,
+        "apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata:
+  name: api
+spec:
+  parentRefs:
+    - group: policy.linkerd.io
+      kind: EgressNetwork
+      name: own
+      port: 443
+  rules:
+    - matches:
+        - path:
+            type: PathPrefix
+            value: /api
+",
+    );
+    let routed = next_matching(&mut stream, "the attached route", |p| {
+        http1_route_names(p).first().map(String::as_str) == Some("api")
+    })
+    .await;
+    assert_eq!(http1_route_names(&routed), ["api", "http-egress-allow"]);
+
+    // An EgressNetwork inside the cluster networks is not accepted.
+    apply(
+        &env,
+        &env.ns,
+        &egress_network("inside", "  networks:\n    - cidr: 10.0.0.0/8\n", "Allow"),
+    );
+    wait_accepted(
+        &env,
+        &env.ns,
+        "egressnetwork/inside",
+        ("False", "EgressReasonNetworkOverlap"),
     )
     .await;
 }

@@ -20,7 +20,7 @@ pub enum EgressPolicy {
     /// the destination port), with the routes attached to it.
     Network {
         traffic_policy: TrafficPolicy,
-        policy: OutboundPolicy,
+        policy: Box<OutboundPolicy>,
     },
 }
 

@@ -23,7 +23,7 @@ use crate::core::{
     outbound::{
         AppProtocol, Backend, Backoff, FailureAccrual, GrpcRetryCondition, GrpcRoute,
         GrpcRouteMatch, HttpRetryCondition, HttpRoute, LoadBiaser, OutboundPolicy, RouteId,
-        RouteRetry, RouteTimeouts, WeightedService, ordered,
+        RouteRetry, RouteTimeouts, WeightedEgressNetwork, WeightedService, ordered,
     },
     routes::{Filter, HeaderMatch},
 };
@@ -404,10 +404,7 @@ fn grpc_filter(f: &Filter) -> Option<proto::grpc_route::Filter> {
 enum Resolved<'a> {
     Usable(&'a WeightedService),
     /// An EgressNetwork backend: the original destination.
-    Forward {
-        backend: proto::Backend,
-        filters: &'a [Filter],
-    },
+    Forward(&'a WeightedEgressNetwork, SocketAddr),
     Failing {
         meta: Metadata,
         message: String,
@@ -427,17 +424,7 @@ fn resolve(b: &Backend) -> (u32, Resolved<'_>) {
         Backend::EgressNetwork(net) => {
             let port = net.port.map(|p| p.get());
             match net.forward {
-                Some(addr) => (
-                    net.weight,
-                    Resolved::Forward {
-                        backend: forward_backend(
-                            egress_meta(&net.namespace, &net.name, port.unwrap_or(addr.port())),
-                            addr,
-                            net.weight,
-                        ),
-                        filters: &net.filters,
-                    },
-                ),
+                Some(addr) => (net.weight, Resolved::Forward(net, addr)),
                 None => (
                     net.weight,
                     Resolved::Failing {
@@ -472,6 +459,17 @@ pub(super) fn egress_meta(namespace: &str, name: &str, port: u16) -> Metadata {
             port: u32::from(port),
         })),
     }
+}
+
+/// The backend of an EgressNetwork backend reference: the original
+/// destination.
+fn egress_backend(net: &WeightedEgressNetwork, addr: SocketAddr) -> proto::Backend {
+    let port = net.port.map_or(addr.port(), |p| p.get());
+    forward_backend(
+        egress_meta(&net.namespace, &net.name, port),
+        addr,
+        net.weight,
+    )
 }
 
 /// A backend forwarding to `addr` (no discovery, no balancer).
@@ -528,9 +526,9 @@ fn http_route(
                             filters: svc.filters.iter().map(http_filter).collect(),
                             ..Default::default()
                         },
-                        Resolved::Forward { backend, filters } => RouteBackend {
-                            backend: Some(backend),
-                            filters: filters.iter().map(http_filter).collect(),
+                        Resolved::Forward(net, addr) => RouteBackend {
+                            backend: Some(egress_backend(net, addr)),
+                            filters: net.filters.iter().map(http_filter).collect(),
                             ..Default::default()
                         },
                         Resolved::Failing { meta, message } => RouteBackend {
@@ -638,9 +636,9 @@ fn grpc_route(
                             filters: svc.filters.iter().filter_map(grpc_filter).collect(),
                             ..Default::default()
                         },
-                        Resolved::Forward { backend, filters } => RouteBackend {
-                            backend: Some(backend),
-                            filters: filters.iter().filter_map(grpc_filter).collect(),
+                        Resolved::Forward(net, addr) => RouteBackend {
+                            backend: Some(egress_backend(net, addr)),
+                            filters: net.filters.iter().filter_map(grpc_filter).collect(),
                             ..Default::default()
                         },
                         Resolved::Failing { meta, message } => RouteBackend {

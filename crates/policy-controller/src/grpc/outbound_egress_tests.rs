@@ -16,7 +16,7 @@ use crate::core::outbound::{
 fn egress_policy(traffic_policy: TrafficPolicy) -> EgressPolicy {
     EgressPolicy::Network {
         traffic_policy,
-        policy: OutboundPolicy {
+        policy: Box::new(OutboundPolicy {
             namespace: "linkerd-egress".into(),
             name: "ext".into(),
             port: NonZeroU16::new(443).expect("port"),
@@ -32,7 +32,7 @@ fn egress_policy(traffic_policy: TrafficPolicy) -> EgressPolicy {
             grpc_routes: BTreeMap::new(),
             tls_routes: BTreeMap::new(),
             tcp_routes: BTreeMap::new(),
-        },
+        }),
     }
 }
 

@@ -234,7 +234,7 @@ impl OutboundIndex {
         }
         EgressPolicy::Network {
             traffic_policy: entry.info.traffic_policy,
-            policy,
+            policy: Box::new(policy),
         }
     }
 
@@ -284,9 +284,16 @@ impl OutboundIndex {
         if let Some(tx) = self.egress_watches.get(&key) {
             return tx.subscribe();
         }
+        // Addresses are unbounded: drop the watches nobody holds any more
+        // whenever the map doubles (amortized O(1) per new watch), besides
+        // at every EgressNetwork change.
+        if self.egress_watches.len().is_power_of_two() {
+            self.egress_watches.retain(|_, tx| tx.receiver_count() > 0);
+        }
         let tx = watch::Sender::new(Arc::new(self.egress_policy(addr, source_ns)));
         let rx = tx.subscribe();
         self.egress_watches.insert(key, tx);
+        self.report();
         rx
     }
 

@@ -277,3 +277,14 @@ fn an_egress_network_backend_on_a_service_route_fails() {
         }]
     );
 }
+
+#[test]
+fn egress_watches_nobody_holds_are_dropped() {
+    let mut idx = index();
+    let held = idx.egress_rx(addr("192.0.2.1:80"), "app");
+    drop(idx.egress_rx(addr("192.0.2.2:80"), "app"));
+    assert_eq!(idx.stats().watches, 2);
+    idx.apply(egress(GLOBAL, "any", json!(null), "Allow"));
+    assert_eq!(idx.stats().watches, 1, "the dropped watch is gone");
+    assert!(held.has_changed().expect("open"));
+}

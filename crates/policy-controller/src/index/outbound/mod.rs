@@ -127,7 +127,8 @@ impl OutboundIndex {
         OutboundStats {
             services: self.services.len(),
             routes: self.routes.len(),
-            watches: self.watches.values().map(HashMap::len).sum(),
+            watches: self.watches.values().map(HashMap::len).sum::<usize>()
+                + self.egress_watches.len(),
         }
     }
 

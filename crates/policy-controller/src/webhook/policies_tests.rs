@@ -55,3 +55,23 @@ fn egress_networks() {
             .is_err_and(|m| m.contains("could not be parsed")),
     );
 }
+
+#[test]
+fn egress_network_parents_need_a_port() {
+    let portless = json!({"parentRefs": [{"group": "policy.linkerd.io", "kind": "EgressNetwork", "name": "ext"}]});
+    let with_port = json!({"parentRefs": [{"group": "policy.linkerd.io", "kind": "EgressNetwork", "name": "ext", "port": 443}]});
+    let message = "is invalid: cannot target an EgressNetwork without specifying a port";
+    rejects("HTTPRoute", portless.clone(), message);
+    accepts("HTTPRoute", with_port.clone());
+    for kind in ["HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute"] {
+        let mut spec = portless.clone();
+        spec["rules"] = json!([{"backendRefs": []}]);
+        assert_eq!(
+            gateway_verdict(kind, spec, json!({})),
+            Err(format!("{kind} \"{NS}/obj\" {message}")),
+        );
+        let mut spec = with_port.clone();
+        spec["rules"] = json!([{"backendRefs": []}]);
+        assert_eq!(gateway_verdict(kind, spec, json!({})), Ok(()), "{kind}");
+    }
+}

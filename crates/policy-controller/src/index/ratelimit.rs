@@ -1,8 +1,8 @@
 //! `HTTPLocalRateLimitPolicy` resources as the index uses them: the Server
 //! they target, their limits with the override clients as ServiceAccount
 //! references, their age and whether our status writer accepted them.
-//! [`ratelimit_policy`] is also what admission runs, so a policy the
-//! webhook admits is one the index uses.
+//! Admission runs [`ratelimit_policy`] too (plus [`check_limits`]), so a
+//! policy the webhook admits is one the index uses.
 
 use std::time::SystemTime;
 
@@ -57,19 +57,10 @@ pub struct RateLimitSpec {
     pub accepted: bool,
 }
 
-/// Converts (and checks, exactly as admission does) a policy spec.
-pub fn ratelimit_policy(
-    spec: &HttpLocalRateLimitPolicySpec,
-) -> Result<RateLimitSpec, InvalidRateLimit> {
-    let target = &spec.target_ref;
-    if !target.targets_kind(policy::GROUP, "Server") {
-        let group = target.group.as_deref().filter(|g| !g.is_empty());
-        return Err(InvalidRateLimit::Target(format!(
-            "{}/{}",
-            group.unwrap_or("core"),
-            target.kind
-        )));
-    }
+/// Checks what admission checks beyond the conversion: positive limits,
+/// none above the total (as the original, the index itself applies a
+/// policy that breaks these, should one get past the webhook).
+pub fn check_limits(spec: &HttpLocalRateLimitPolicySpec) -> Result<(), InvalidRateLimit> {
     let total = spec.total.as_ref().map(|l| l.requests_per_second);
     let identity = spec.identity.as_ref().map(|l| l.requests_per_second);
     let overrides = spec.overrides.as_deref().unwrap_or_default();
@@ -87,12 +78,31 @@ pub fn ratelimit_policy(
     if identity == Some(0) {
         return Err(InvalidRateLimit::Zero("identity"));
     }
-    let overrides = overrides
+    if overrides.iter().any(|o| o.requests_per_second == 0) {
+        return Err(InvalidRateLimit::Zero("override"));
+    }
+    Ok(())
+}
+
+/// Converts a policy spec: its target must be a Server and its override
+/// clients ServiceAccounts (the index ignores a policy that breaks these).
+pub fn ratelimit_policy(
+    spec: &HttpLocalRateLimitPolicySpec,
+) -> Result<RateLimitSpec, InvalidRateLimit> {
+    let target = &spec.target_ref;
+    if !target.targets_kind(policy::GROUP, "Server") {
+        let group = target.group.as_deref().filter(|g| !g.is_empty());
+        return Err(InvalidRateLimit::Target(format!(
+            "{}/{}",
+            group.unwrap_or("core"),
+            target.kind
+        )));
+    }
+    let overrides = spec
+        .overrides
         .iter()
+        .flatten()
         .map(|o| {
-            if o.requests_per_second == 0 {
-                return Err(InvalidRateLimit::Zero("override"));
-            }
             let clients = o
                 .client_refs
                 .iter()
@@ -106,8 +116,8 @@ pub fn ratelimit_policy(
         .collect::<Result<_, _>>()?;
     Ok(RateLimitSpec {
         server: target.name.clone(),
-        total,
-        identity,
+        total: spec.total.as_ref().map(|l| l.requests_per_second),
+        identity: spec.identity.as_ref().map(|l| l.requests_per_second),
         overrides,
         created_at: None,
         accepted: false,

@@ -4,8 +4,8 @@
 
 use super::*;
 use crate::core::{RateLimit, RateLimitOverride};
-use crate::index::ratelimit::{InvalidRateLimit, ratelimit_policy};
-use k8s_api::policy::HTTPLocalRateLimitPolicy;
+use crate::index::ratelimit::{InvalidRateLimit, check_limits, ratelimit_policy};
+use k8s_api::policy::{HTTPLocalRateLimitPolicy, HttpLocalRateLimitPolicySpec};
 
 fn ratelimit(name: &str, created: u64, spec: Value, accepted: bool) -> HTTPLocalRateLimitPolicy {
     let status = if accepted {
@@ -112,8 +112,12 @@ fn the_oldest_accepted_policy_wins_and_other_servers_are_untouched() {
 }
 
 #[test]
-fn conversion_refuses_what_the_original_refuses() {
-    let check = |v: Value| ratelimit_policy(&serde_json::from_value(v).expect("spec")).map(|_| ());
+fn conversion_and_admission_refuse_what_the_original_refuses() {
+    let check = |v: Value| {
+        let spec = serde_json::from_value(v).expect("spec");
+        ratelimit_policy(&spec)?;
+        check_limits(&spec)
+    };
     let server = json!({"group": "policy.linkerd.io", "kind": "Server", "name": "s"});
     assert_eq!(check(json!({"targetRef": server})), Ok(()));
     assert_eq!(
@@ -154,6 +158,12 @@ fn conversion_refuses_what_the_original_refuses() {
         ),
         Err(InvalidRateLimit::ClientRef)
     );
+    // The index itself applies out-of-range limits (as the original); only
+    // admission refuses them.
+    let zero: HttpLocalRateLimitPolicySpec =
+        serde_json::from_value(json!({"targetRef": server, "total": {"requestsPerSecond": 0}}))
+            .expect("spec");
+    assert_eq!(ratelimit_policy(&zero).map(|s| s.total), Ok(Some(0)));
     assert_eq!(
         InvalidRateLimit::AboveTotal("identity").to_string(),
         "identity.requestsPerSecond must be less than or equal to total.requestsPerSecond"

@@ -7,7 +7,7 @@ use k8s_api::policy::{EgressNetwork, HTTPLocalRateLimitPolicy, http_route::Paren
 use super::{Rejection, parse};
 use crate::index::{
     ClusterInfo, InvalidResource,
-    outbound::egress::{egress_network_networks, is_egress_network_ref},
+    outbound::egress::{self, egress_network_networks, is_egress_network_ref},
     ratelimit,
 };
 
@@ -15,7 +15,8 @@ use crate::index::{
 /// override limit above the total, ServiceAccount clients.
 pub fn check_ratelimit(object: &serde_json::Value) -> Result<(), Rejection> {
     let policy: HTTPLocalRateLimitPolicy = parse(object)?;
-    ratelimit::ratelimit_policy(&policy.spec).map_err(crate::index::InvalidResource::from)?;
+    ratelimit::ratelimit_policy(&policy.spec).map_err(InvalidResource::from)?;
+    ratelimit::check_limits(&policy.spec).map_err(InvalidResource::from)?;
     Ok(())
 }
 
@@ -27,6 +28,7 @@ pub fn check_egress_network(
 ) -> Result<(), Rejection> {
     let net: EgressNetwork = parse(object)?;
     egress_network_networks(&net.spec, &cluster.networks)?;
+    egress::check_egress_network(&net.spec)?;
     Ok(())
 }
 

@@ -3,9 +3,8 @@
 //! address resolves to for a client, the policy it gets (the routes whose
 //! parent is that EgressNetwork, its annotations, its `trafficPolicy`),
 //! and the watches of egress addresses, recomputed whenever an
-//! EgressNetwork or such a route changes. [`egress_network`] is also what
-//! admission runs: a network list, when given, must not be empty, and each
-//! `except` must lie inside its `cidr` without covering it.
+//! EgressNetwork or such a route changes. Admission runs the same
+//! conversion plus [`check_egress_network`].
 
 use std::{
     collections::BTreeSet,
@@ -42,15 +41,31 @@ use crate::{
 };
 
 /// The networks an EgressNetwork spec captures (everything outside
-/// `cluster_networks` when it lists none).
+/// `cluster_networks` when it lists none). Only unparsable networks are an
+/// error here; [`check_egress_network`] adds admission's rules.
 pub fn egress_network_networks(
     spec: &policy::EgressNetworkSpec,
     cluster_networks: &[IpNet],
 ) -> Result<Vec<NetworkMatch>, InvalidResource> {
     match &spec.networks {
         None => Ok(default_egress_networks(cluster_networks)),
+        Some(list) => list
+            .iter()
+            .map(|n| {
+                NetworkMatch::parse(&n.cidr, n.except.iter().flatten().map(String::as_str))
+                    .map_err(InvalidResource::from)
+            })
+            .collect(),
+    }
+}
+
+/// Admission's rules for an EgressNetwork: a network list, when given, is
+/// not empty, and each `except` lies inside its `cidr` without covering it.
+pub fn check_egress_network(spec: &policy::EgressNetworkSpec) -> Result<(), InvalidResource> {
+    match &spec.networks {
+        None => Ok(()),
         Some(list) if list.is_empty() => Err(InvalidResource::NoNetworks),
-        Some(list) => networks(list.iter()),
+        Some(list) => networks(list.iter()).map(|_| ()),
     }
 }
 

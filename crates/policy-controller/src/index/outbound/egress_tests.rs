@@ -288,3 +288,27 @@ fn egress_watches_nobody_holds_are_dropped() {
     assert_eq!(idx.stats().watches, 1, "the dropped watch is gone");
     assert!(held.has_changed().expect("open"));
 }
+
+#[test]
+fn the_index_tolerates_what_admission_refuses() {
+    let mut idx = index();
+    // An empty list captures nothing, but still makes the namespace's
+    // clients ignore the global networks (as the original).
+    idx.apply(egress("app", "none", json!([]), "Deny"));
+    idx.apply(egress(GLOBAL, "all", json!(null), "Allow"));
+    assert_eq!(
+        idx.egress_policy(addr("192.0.2.1:80"), "app"),
+        EgressPolicy::Fallback
+    );
+    // An exception outside its network is kept (it excludes nothing).
+    idx.apply(egress(
+        "app",
+        "odd",
+        json!([{"cidr": "192.0.2.0/24", "except": ["198.51.100.0/24"]}]),
+        "Deny",
+    ));
+    assert_eq!(
+        network_of(&idx.egress_policy(addr("192.0.2.1:80"), "app")),
+        named("app", "odd", TrafficPolicy::Deny)
+    );
+}

@@ -18,6 +18,8 @@ pub fn generated() -> Vec<(String, CustomResourceDefinition)> {
         policy::MeshTLSAuthentication::crd(),
         policy::NetworkAuthentication::crd(),
         policy::HTTPRoute::crd(),
+        policy::HTTPLocalRateLimitPolicy::crd(),
+        policy::EgressNetwork::crd(),
     ]
     .into_iter()
     .map(|mut crd| {

@@ -5,11 +5,12 @@
 //!   strings of ServiceProfiles (timeouts, TTLs).
 //! - [`policy`]: the `policy.linkerd.io` kinds (Server, ServerAuthorization,
 //!   AuthorizationPolicy, MeshTLSAuthentication, NetworkAuthentication,
-//!   HTTPRoute).
+//!   HTTPRoute, HTTPLocalRateLimitPolicy, EgressNetwork).
 //! - [`gateway`]: the Gateway API route kinds the outbound policy reads
 //!   (`gateway.networking.k8s.io` HTTPRoute and GRPCRoute; their CRDs are
 //!   the upstream manifests in `deploy/crds/`).
-//! - [`labels`]: Linkerd's label and annotation names.
+//! - [`labels`]: Linkerd's label and annotation names; [`conditions`]: the
+//!   status condition types and reasons the policy controller writes.
 //! - [`ports`]: port lists as annotations and flags write them (the
 //!   destination's lenient and the policy controller's strict parser).
 //!
@@ -23,4 +24,5 @@ pub mod policy;
 pub mod ports;
 pub mod service_profile;
 
+pub mod conditions;
 pub mod crds;

@@ -4,8 +4,8 @@
 use k8s_api::{
     gateway,
     policy::{
-        AuthorizationPolicy, HTTPRoute, MeshTLSAuthentication, NetworkAuthentication, Server,
-        ServerAuthorization,
+        AuthorizationPolicy, EgressNetwork, HTTPLocalRateLimitPolicy, HTTPRoute,
+        MeshTLSAuthentication, NetworkAuthentication, Server, ServerAuthorization,
     },
     service_profile::ServiceProfile,
 };
@@ -151,6 +151,10 @@ crd_watch! {
     network_authentications => NetworkAuthentication, "networkauthentications";
     /// HTTPRoutes (policy.linkerd.io).
     http_routes => HTTPRoute, "httproutes";
+    /// HTTPLocalRateLimitPolicies (policy.linkerd.io).
+    http_local_ratelimit_policies => HTTPLocalRateLimitPolicy, "httplocalratelimitpolicies";
+    /// EgressNetworks (policy.linkerd.io).
+    egress_networks => EgressNetwork, "egressnetworks";
     /// HTTPRoutes (gateway.networking.k8s.io).
     gateway_http_routes => gateway::HTTPRoute, "httproutes.gateway.networking.k8s.io";
     /// GRPCRoutes (gateway.networking.k8s.io).

@@ -250,6 +250,7 @@ mod tests {
             networks: vec!["10.0.0.0/8".parse().expect("net")],
             cluster_domain: "cluster.local".into(),
             default_opaque_ports: Default::default(),
+            global_egress_network_namespace: "linkerd-egress".into(),
         });
         OutboundIndexCollector::register(&mut registry, outbound.clone());
         assert!(

@@ -24,7 +24,13 @@ use crate::{
 
 /// The watches the status writer waits for before writing anything (and
 /// the Gateway API kinds' first determination, see [`gateway_watches`]).
-const STATUS_KINDS: [&str; 3] = ["servers", "services", "httproutes"];
+const STATUS_KINDS: [&str; 5] = [
+    "servers",
+    "httplocalratelimitpolicies",
+    "egressnetworks",
+    "services",
+    "httproutes",
+];
 
 /// Runs the controller until SIGTERM/SIGINT.
 pub async fn run(args: Args) -> anyhow::Result<()> {
@@ -50,6 +56,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     OutboundIndexCollector::register(&mut registry, outbound.clone());
     // Servers and routes also feed the status writer, through the same watches.
     let status_index = StatusIndex::shared();
+    status_index
+        .write()
+        .set_cluster_networks(args.cluster_info().networks);
 
     // One index serves every watch; only meshed pods matter.
     let watches = [
@@ -68,6 +77,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         resources::authorization_policies(client.clone(), index.clone(), &watch_metrics),
         resources::mesh_tls_authentications(client.clone(), index.clone(), &watch_metrics),
         resources::network_authentications(client.clone(), index.clone(), &watch_metrics),
+        resources::http_local_ratelimit_policies(
+            client.clone(),
+            Tee::shared(index.clone(), status_index.clone()),
+            &watch_metrics,
+        ),
         resources::http_routes(
             client.clone(),
             Tee::shared(
@@ -77,6 +91,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             &watch_metrics,
         ),
         resources::services(
+            client.clone(),
+            Tee::shared(outbound.clone(), status_index.clone()),
+            &watch_metrics,
+        ),
+        resources::egress_networks(
             client.clone(),
             Tee::shared(outbound.clone(), status_index.clone()),
             &watch_metrics,
@@ -245,6 +264,7 @@ pub fn outbound_cluster(args: &Args) -> anyhow::Result<crate::index::outbound::O
         networks: args.cluster_networks.clone(),
         cluster_domain: args.cluster_domain.clone(),
         default_opaque_ports,
+        global_egress_network_namespace: args.global_egress_network_namespace.clone(),
     })
 }
 

@@ -605,6 +605,39 @@ fn invalid_objects(ns: &str) -> Vec<(String, String)> {
             ),
             format!("HTTPRoute \"{ns}/bad-route\" is invalid: path \"api\" is not absolute"),
         ),
+        (
+            obj(
+                "v1beta3",
+                "HTTPRoute",
+                "portless-egress",
+                "  parentRefs: [{group: policy.linkerd.io, kind: EgressNetwork, name: ext}]\n",
+            ),
+            format!(
+                "HTTPRoute \"{ns}/portless-egress\" is invalid: cannot target an EgressNetwork without specifying a port"
+            ),
+        ),
+        (
+            obj(
+                "v1alpha1",
+                "EgressNetwork",
+                "bad-egress",
+                "  trafficPolicy: Allow\n  networks: [{cidr: 1.0.0.0/8, except: [2.0.0.0/8]}]\n",
+            ),
+            format!(
+                "EgressNetwork \"{ns}/bad-egress\" is invalid: except 2.0.0.0/8 is not inside cidr 1.0.0.0/8"
+            ),
+        ),
+        (
+            obj(
+                "v1alpha1",
+                "HTTPLocalRateLimitPolicy",
+                "bad-limit",
+                "  targetRef: {group: policy.linkerd.io, kind: Server, name: web}\n  total: {requestsPerSecond: 10}\n  identity: {requestsPerSecond: 20}\n",
+            ),
+            format!(
+                "HTTPLocalRateLimitPolicy \"{ns}/bad-limit\" is invalid: identity.requestsPerSecond must be less than or equal to total.requestsPerSecond"
+            ),
+        ),
     ]
 }
 

@@ -1,11 +1,20 @@
-//! The discovery interface the gRPC layer is written against: a watch of
-//! the [`InboundServer`] of one pod port.
+//! The discovery interfaces the gRPC layer is written against: a watch of
+//! the [`InboundServer`] of one pod port, and the outbound policy of a
+//! Service port or an egress address.
 
-use std::num::NonZeroU16;
+use std::{
+    net::{IpAddr, SocketAddr},
+    num::NonZeroU16,
+    sync::Arc,
+};
 
 use tokio::sync::watch;
 
-use super::InboundServer;
+use super::{
+    InboundServer,
+    egress::EgressPolicy,
+    outbound::{OutboundLookupError, OutboundPolicy, OutboundTarget, ServiceTarget},
+};
 
 /// A port of a pod.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -31,4 +40,36 @@ pub trait DiscoverInboundServer: Send + Sync + 'static {
         &self,
         target: &PodPort,
     ) -> Result<watch::Receiver<InboundServer>, LookupError>;
+}
+
+/// Finds the outbound policy of targets.
+pub trait DiscoverOutboundPolicy: Send + Sync + 'static {
+    /// What `addr:port` is, for a client in `source_namespace`: a Service
+    /// port, an undeclared port of a Service, an egress address, or
+    /// nothing (`None`: an unknown in-cluster address).
+    fn lookup_ip(
+        &self,
+        addr: IpAddr,
+        port: NonZeroU16,
+        source_namespace: &str,
+    ) -> Option<OutboundTarget>;
+
+    /// A receiver whose current value is the target's policy and that
+    /// changes with it.
+    fn watch_outbound_policy(
+        &self,
+        target: &ServiceTarget,
+    ) -> Result<watch::Receiver<Arc<OutboundPolicy>>, OutboundLookupError>;
+
+    /// A receiver of the policy of an egress address for clients of
+    /// `source_namespace`, following EgressNetworks and their routes.
+    /// `None`: this discovery knows no EgressNetworks (always the
+    /// egress fallback).
+    fn watch_egress(
+        &self,
+        _addr: SocketAddr,
+        _source_namespace: &str,
+    ) -> Option<watch::Receiver<Arc<EgressPolicy>>> {
+        None
+    }
 }

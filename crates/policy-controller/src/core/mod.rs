@@ -1,25 +1,28 @@
 //! Domain types of policy, free of Kubernetes and gRPC: what a proxy is
 //! told about one of its workload's ports (protocol, authorized clients,
-//! HTTP and gRPC routes), the default policies, and the discovery trait the gRPC
+//! HTTP and gRPC routes, rate limit), the default policies, and the discovery trait the gRPC
 //! layer is written against; [`outbound`] holds the same for the Services
-//! a proxy connects to.
+//! a proxy connects to, and [`egress`] the egress networks.
 
 mod defaults;
 mod discover;
+pub mod egress;
 pub mod grpc_routes;
 mod identity;
 mod network;
 pub mod outbound;
+mod ratelimit;
 pub mod routes;
 
 use std::{collections::BTreeMap, time::Duration};
 
 pub use defaults::{DefaultPolicy, InvalidDefaultPolicy};
-pub use discover::{DiscoverInboundServer, LookupError, PodPort};
+pub use discover::{DiscoverInboundServer, DiscoverOutboundPolicy, LookupError, PodPort};
 pub use identity::{IdentityMatch, InvalidIdentity, check_identity};
 pub use network::{InvalidNetwork, NetworkMatch};
 // Port lists: the strict parser, beside the destination's lenient one.
 pub use k8s_api::ports::{PortSet, parse_port_set};
+pub use ratelimit::{RateLimit, RateLimitOverride};
 pub use routes::{GroupKindName, HttpRoute, RouteRef};
 
 /// How long a proxy waits for a client to speak first before treating a
@@ -95,6 +98,8 @@ pub struct InboundServer {
     pub http_routes: BTreeMap<RouteRef, HttpRoute>,
     /// gRPC routes of `Grpc` servers; empty means the default route.
     pub grpc_routes: BTreeMap<RouteRef, grpc_routes::GrpcRoute>,
+    /// Sent with the HTTP and Detect protocols only.
+    pub ratelimit: Option<RateLimit>,
 }
 
 impl ClientAuthorization {

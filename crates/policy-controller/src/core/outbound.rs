@@ -5,11 +5,9 @@
 //! written against.
 
 use std::{
-    cmp::Ordering, collections::BTreeMap, net::IpAddr, net::SocketAddr, num::NonZeroU16, sync::Arc,
-    time::Duration, time::SystemTime,
+    cmp::Ordering, collections::BTreeMap, net::SocketAddr, num::NonZeroU16, time::Duration,
+    time::SystemTime,
 };
-
-use tokio::sync::watch;
 
 use super::routes::{Filter, HeaderMatch, HostMatch, HttpRouteMatch};
 
@@ -59,7 +57,8 @@ pub enum OutboundTarget {
         name: String,
         port: NonZeroU16,
     },
-    /// An address outside the cluster networks: forwarded as is.
+    /// An address an EgressNetwork captures, or outside the cluster
+    /// networks: its policy is [`crate::core::egress::EgressPolicy`].
     Egress(SocketAddr),
 }
 
@@ -126,6 +125,9 @@ pub struct GrpcMethodMatch {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Backend {
     Service(WeightedService),
+    /// An EgressNetwork: the original destination of the connection, when
+    /// the route's parent is that EgressNetwork.
+    EgressNetwork(WeightedEgressNetwork),
     /// A backend that cannot be used (unsupported kind or filter, missing
     /// port): requests to it fail with `message`.
     Invalid {
@@ -146,6 +148,19 @@ pub struct WeightedService {
     pub filters: Vec<Filter>,
     /// Whether the Service exists (a missing one fails its requests).
     pub exists: bool,
+}
+
+/// An EgressNetwork backend.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WeightedEgressNetwork {
+    pub weight: u32,
+    pub namespace: String,
+    pub name: String,
+    pub port: Option<NonZeroU16>,
+    pub filters: Vec<Filter>,
+    /// Set by the index when the lookup resolved to this EgressNetwork:
+    /// where the connection goes.
+    pub forward: Option<SocketAddr>,
 }
 
 /// One rule of an outbound route.
@@ -223,7 +238,8 @@ pub struct OutboundPolicy {
     pub namespace: String,
     pub name: String,
     pub port: NonZeroU16,
-    /// The `Destination.Get` path of the default backend.
+    /// The `Destination.Get` path of the default backend (empty for an
+    /// EgressNetwork, whose default backend is the original destination).
     pub authority: String,
     pub app_protocol: Option<AppProtocol>,
     pub accrual: Option<FailureAccrual>,
@@ -249,26 +265,6 @@ pub enum OutboundLookupError {
     /// No such Service.
     #[error("unknown target")]
     UnknownService,
-}
-
-/// Finds the outbound policy of targets.
-pub trait DiscoverOutboundPolicy: Send + Sync + 'static {
-    /// What `addr:port` is, for a client in `source_namespace`: a Service
-    /// port, an undeclared port of a Service, an egress address, or
-    /// nothing (`None`: an unknown in-cluster address).
-    fn lookup_ip(
-        &self,
-        addr: IpAddr,
-        port: NonZeroU16,
-        source_namespace: &str,
-    ) -> Option<OutboundTarget>;
-
-    /// A receiver whose current value is the target's policy and that
-    /// changes with it.
-    fn watch_outbound_policy(
-        &self,
-        target: &ServiceTarget,
-    ) -> Result<watch::Receiver<Arc<OutboundPolicy>>, OutboundLookupError>;
 }
 
 /// Routes in publishing order: by creation time (routes without one

@@ -9,6 +9,7 @@ use linkerd2_proxy_api::{
     meta::{self, metadata},
 };
 
+use super::ratelimit_convert::to_rate_limit;
 use crate::core::{
     AuthorizationRef, Authorizations, ClientAuthentication, ClientAuthorization, IdentityMatch,
     InboundServer, ProxyProtocol, RouteRef, ServerRef,
@@ -36,15 +37,15 @@ pub fn to_server(server: &InboundServer, cluster_networks: &[IpNet]) -> proto::S
         ProxyProtocol::Detect { timeout } => proxy_protocol::Kind::Detect(proxy_protocol::Detect {
             timeout: prost_types::Duration::try_from(*timeout).ok(),
             http_routes: http_routes(),
-            http_local_rate_limit: None,
+            http_local_rate_limit: server.ratelimit.as_ref().map(to_rate_limit),
         }),
         ProxyProtocol::Http1 => proxy_protocol::Kind::Http1(proxy_protocol::Http1 {
             routes: http_routes(),
-            local_rate_limit: None,
+            local_rate_limit: server.ratelimit.as_ref().map(to_rate_limit),
         }),
         ProxyProtocol::Http2 => proxy_protocol::Kind::Http2(proxy_protocol::Http2 {
             routes: http_routes(),
-            local_rate_limit: None,
+            local_rate_limit: server.ratelimit.as_ref().map(to_rate_limit),
         }),
         ProxyProtocol::Grpc => proxy_protocol::Kind::Grpc(proxy_protocol::Grpc {
             routes: if server.grpc_routes.is_empty() {
@@ -434,6 +435,7 @@ mod tests {
             authorizations: DefaultPolicy::AllUnauthenticated.authorizations(&cluster),
             http_routes: default_http_routes(["/ready"], &probe),
             grpc_routes: Default::default(),
+            ratelimit: None,
         };
         let out = to_server(&server, &cluster);
         assert_eq!(out.labels, labels("", "default", "all-unauthenticated"));
@@ -569,6 +571,7 @@ mod tests {
             authorizations: Authorizations::new(),
             http_routes: default_http_routes([], &[]),
             grpc_routes: Default::default(),
+            ratelimit: None,
         };
         let kind = |s: &InboundServer| to_server(s, &[]).protocol.and_then(|p| p.kind);
         let Some(proxy_protocol::Kind::Grpc(grpc)) = kind(&server) else {

@@ -8,6 +8,7 @@
 mod convert;
 pub mod outbound;
 mod outbound_convert;
+mod ratelimit_convert;
 mod workload;
 pub mod workload_ports;
 
@@ -202,7 +203,7 @@ const STREAM_DRAIN_GRACE: std::time::Duration = std::time::Duration::from_secs(5
 /// workload-ports feed on `listener` (plaintext HTTP/2) until `shutdown`.
 /// Requests wait until `synced` (every watch cache synced once): nothing is
 /// answered from an index that has not seen the cluster yet.
-pub async fn serve<D: DiscoverInboundServer, O: crate::core::outbound::DiscoverOutboundPolicy>(
+pub async fn serve<D: DiscoverInboundServer, O: crate::core::DiscoverOutboundPolicy>(
     listener: tokio::net::TcpListener,
     server: InboundPolicyServer<D>,
     outbound: outbound::OutboundPolicyServer<O>,
@@ -260,6 +261,7 @@ mod tests {
             authorizations: Default::default(),
             http_routes: Default::default(),
             grpc_routes: Default::default(),
+            ratelimit: None,
         }
     }
 

@@ -2,7 +2,7 @@
 //! (`Get`, `Watch`) over any [`DiscoverOutboundPolicy`]: validates the
 //! request, resolves the target (a Service by ClusterIP or by
 //! `<svc>.<ns>.svc[.<cluster-domain>][:port]`, an undeclared port, an
-//! egress address), and answers with [`super::outbound_convert`].
+//! egress address followed through its EgressNetwork), and answers with [`super::outbound_convert`].
 //! [`OutboundPolicyRouter`] answers `Watch` with exactly-sized frames (the
 //! `grpc-stream` crate), as `WatchPort` is.
 
@@ -20,10 +20,13 @@ use tokio_stream::wrappers::WatchStream;
 
 use super::{
     Workload,
-    outbound_convert::{egress_fallback, to_outbound_policy, undefined_port},
+    outbound_convert::{egress_fallback, to_egress_policy, to_outbound_policy, undefined_port},
 };
 use crate::{
-    core::outbound::{DiscoverOutboundPolicy, OutboundLookupError, OutboundTarget, ServiceTarget},
+    core::{
+        DiscoverOutboundPolicy,
+        outbound::{OutboundLookupError, OutboundTarget, ServiceTarget},
+    },
     metrics::GrpcMetrics,
 };
 
@@ -68,8 +71,8 @@ impl<D: DiscoverOutboundPolicy> OutboundPolicyServer<D> {
         OutboundPoliciesServer::new(self)
     }
 
-    /// Resolves a request to a target.
-    fn target(&self, spec: proto::TrafficSpec) -> Result<OutboundTarget, tonic::Status> {
+    /// Resolves a request to a target, and the client's namespace.
+    fn target(&self, spec: proto::TrafficSpec) -> Result<(OutboundTarget, String), tonic::Status> {
         let target = spec
             .target
             .ok_or_else(|| tonic::Status::invalid_argument("target is required"))?;
@@ -84,12 +87,13 @@ impl<D: DiscoverOutboundPolicy> OutboundPolicyServer<D> {
         match target {
             traffic_spec::Target::Authority(authority) => {
                 let (namespace, name, port) = parse_authority(&authority, &self.cluster_domain)?;
-                Ok(OutboundTarget::Service(ServiceTarget {
+                let target = OutboundTarget::Service(ServiceTarget {
                     namespace,
                     name,
                     port,
-                    source_namespace,
-                }))
+                    source_namespace: source_namespace.clone(),
+                });
+                Ok((target, source_namespace))
             }
             traffic_spec::Target::Addr(addr) => {
                 let port = u16::try_from(addr.port)
@@ -105,9 +109,11 @@ impl<D: DiscoverOutboundPolicy> OutboundPolicyServer<D> {
                     .map_err(|e| {
                         tonic::Status::invalid_argument(format!("failed to parse target addr: {e}"))
                     })?;
-                self.discover
+                let target = self
+                    .discover
                     .lookup_ip(ip, port, &source_namespace)
-                    .ok_or_else(|| tonic::Status::not_found("No such service"))
+                    .ok_or_else(|| tonic::Status::not_found("No such service"))?;
+                Ok((target, source_namespace))
             }
         }
     }
@@ -137,19 +143,28 @@ impl<D: DiscoverOutboundPolicy> OutboundPolicyServer<D> {
     }
 
     fn get_policy(&self, spec: proto::TrafficSpec) -> Result<proto::OutboundPolicy, tonic::Status> {
-        let result = self.target(spec).and_then(|target| match target {
-            OutboundTarget::Service(target) => {
-                let rx = self.watch_service(&target)?;
-                let policy = rx.borrow().clone();
-                Ok(to_outbound_policy(&policy, self.allow_l5d_request_headers))
-            }
-            OutboundTarget::UndefinedPort {
-                namespace,
-                name,
-                port,
-            } => Ok(undefined_port(&namespace, &name, port.get())),
-            OutboundTarget::Egress(addr) => Ok(egress_fallback(addr)),
-        });
+        let result = self
+            .target(spec)
+            .and_then(|(target, source_ns)| match target {
+                OutboundTarget::Service(target) => {
+                    let rx = self.watch_service(&target)?;
+                    let policy = rx.borrow().clone();
+                    Ok(to_outbound_policy(&policy, self.allow_l5d_request_headers))
+                }
+                OutboundTarget::UndefinedPort {
+                    namespace,
+                    name,
+                    port,
+                } => Ok(undefined_port(&namespace, &name, port.get())),
+                OutboundTarget::Egress(addr) => {
+                    Ok(match self.discover.watch_egress(addr, &source_ns) {
+                        Some(rx) => {
+                            to_egress_policy(&rx.borrow(), addr, self.allow_l5d_request_headers)
+                        }
+                        None => egress_fallback(addr),
+                    })
+                }
+            });
         self.record(GET, &result);
         result
     }
@@ -160,7 +175,7 @@ impl<D: DiscoverOutboundPolicy> OutboundPolicyServer<D> {
         &self,
         spec: proto::TrafficSpec,
     ) -> Result<impl Stream<Item = proto::OutboundPolicy> + Send + use<D>, tonic::Status> {
-        let result = self.target(spec).and_then(|target| {
+        let result = self.target(spec).and_then(|(target, source_ns)| {
             Ok(match target {
                 OutboundTarget::Service(target) => {
                     let allow = self.allow_l5d_request_headers;
@@ -182,9 +197,19 @@ impl<D: DiscoverOutboundPolicy> OutboundPolicyServer<D> {
                 .chain(futures::stream::pending())
                 .boxed(),
                 OutboundTarget::Egress(addr) => {
-                    futures::stream::once(futures::future::ready(egress_fallback(addr)))
-                        .chain(futures::stream::pending())
-                        .boxed()
+                    match self.discover.watch_egress(addr, &source_ns) {
+                        Some(rx) => {
+                            let allow = self.allow_l5d_request_headers;
+                            WatchStream::new(rx)
+                                .map(move |policy| to_egress_policy(&policy, addr, allow))
+                                .boxed()
+                        }
+                        None => {
+                            futures::stream::once(futures::future::ready(egress_fallback(addr)))
+                                .chain(futures::stream::pending())
+                                .boxed()
+                        }
+                    }
                 }
             })
         });

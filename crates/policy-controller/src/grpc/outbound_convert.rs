@@ -1,5 +1,5 @@
 //! Conversion of an [`OutboundPolicy`] (and of the egress-fallback and
-//! undefined-port answers) into the proxy API's `OutboundPolicy`, field for
+//! undefined-port answers, and of EgressNetworks in [`egress`]) into the proxy API's `OutboundPolicy`, field for
 //! field as the original encodes them: the protocol chosen from the port's
 //! `appProtocol` and the attached route kinds, the default backend
 //! balancing over `Destination.Get`, routes in creation-then-name order,
@@ -24,7 +24,7 @@ use crate::core::{
     outbound::{
         AppProtocol, Backend, Backoff, FailureAccrual, GrpcRetryCondition, GrpcRoute,
         HttpRetryCondition, HttpRoute, LoadBiaser, OutboundPolicy, RouteId, RouteRetry,
-        RouteTimeouts, WeightedService, ordered,
+        RouteTimeouts, WeightedEgressNetwork, WeightedService, ordered,
     },
     routes::Filter,
 };
@@ -404,7 +404,12 @@ fn grpc_filter(f: &Filter) -> Option<proto::grpc_route::Filter> {
 /// cannot be used.
 enum Resolved<'a> {
     Usable(&'a WeightedService),
-    Failing { meta: Metadata, message: String },
+    /// An EgressNetwork backend: the original destination.
+    Forward(&'a WeightedEgressNetwork, SocketAddr),
+    Failing {
+        meta: Metadata,
+        message: String,
+    },
 }
 
 fn resolve(b: &Backend) -> (u32, Resolved<'_>) {
@@ -417,6 +422,20 @@ fn resolve(b: &Backend) -> (u32, Resolved<'_>) {
                 message: format!("Service not found {}", svc.name),
             },
         ),
+        Backend::EgressNetwork(net) => {
+            let port = net.port.map(|p| p.get());
+            match net.forward {
+                Some(addr) => (net.weight, Resolved::Forward(net, addr)),
+                None => (
+                    net.weight,
+                    Resolved::Failing {
+                        meta: egress_meta(&net.namespace, &net.name, port.unwrap_or_default()),
+                        message: "EgressNetwork can be resolved from an ip:port combo only"
+                            .to_string(),
+                    },
+                ),
+            }
+        }
         Backend::Invalid { weight, message } => (
             *weight,
             Resolved::Failing {
@@ -426,6 +445,44 @@ fn resolve(b: &Backend) -> (u32, Resolved<'_>) {
                 message: message.clone(),
             },
         ),
+    }
+}
+
+/// The `EgressNetwork` resource metadata of a backend or policy.
+pub(super) fn egress_meta(namespace: &str, name: &str, port: u16) -> Metadata {
+    Metadata {
+        kind: Some(metadata::Kind::Resource(Resource {
+            group: k8s_api::policy::GROUP.to_string(),
+            kind: "EgressNetwork".to_string(),
+            name: name.to_string(),
+            namespace: namespace.to_string(),
+            section: String::new(),
+            port: u32::from(port),
+        })),
+    }
+}
+
+/// The backend of an EgressNetwork backend reference: the original
+/// destination.
+fn egress_backend(net: &WeightedEgressNetwork, addr: SocketAddr) -> proto::Backend {
+    let port = net.port.map_or(addr.port(), |p| p.get());
+    forward_backend(
+        egress_meta(&net.namespace, &net.name, port),
+        addr,
+        net.weight,
+    )
+}
+
+/// A backend forwarding to `addr` (no discovery, no balancer).
+pub(super) fn forward_backend(meta: Metadata, addr: SocketAddr, weight: u32) -> proto::Backend {
+    proto::Backend {
+        metadata: Some(meta),
+        queue: Some(queue()),
+        kind: Some(backend::Kind::Forward(destination::WeightedAddr {
+            addr: Some(addr.into()),
+            weight,
+            ..Default::default()
+        })),
     }
 }
 
@@ -468,6 +525,11 @@ fn http_route(
                         Resolved::Usable(svc) => RouteBackend {
                             backend: Some(usable_backend(svc, policy)),
                             filters: svc.filters.iter().map(http_filter).collect(),
+                            ..Default::default()
+                        },
+                        Resolved::Forward(net, addr) => RouteBackend {
+                            backend: Some(egress_backend(net, addr)),
+                            filters: net.filters.iter().map(http_filter).collect(),
                             ..Default::default()
                         },
                         Resolved::Failing { meta, message } => RouteBackend {
@@ -548,6 +610,11 @@ fn grpc_route(
                         Resolved::Usable(svc) => RouteBackend {
                             backend: Some(usable_backend(svc, policy)),
                             filters: svc.filters.iter().filter_map(grpc_filter).collect(),
+                            ..Default::default()
+                        },
+                        Resolved::Forward(net, addr) => RouteBackend {
+                            backend: Some(egress_backend(net, addr)),
+                            filters: net.filters.iter().filter_map(grpc_filter).collect(),
                             ..Default::default()
                         },
                         Resolved::Failing { meta, message } => RouteBackend {
@@ -703,6 +770,10 @@ pub fn undefined_port(namespace: &str, name: &str, port: u16) -> proto::Outbound
 
 #[path = "outbound_l4.rs"]
 mod l4;
+
+#[path = "outbound_egress.rs"]
+mod egress;
+pub use egress::to_egress_policy;
 
 #[cfg(test)]
 #[path = "outbound_convert_tests.rs"]

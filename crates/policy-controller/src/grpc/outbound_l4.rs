@@ -7,7 +7,10 @@ use linkerd2_proxy_api::{
     outbound::{self as proto, proxy_protocol},
 };
 
-use super::{Resolved, balancer, failing_backend, peak_ewma, resolve, route_meta, service_meta};
+use super::{
+    Resolved, balancer, egress_backend, failing_backend, peak_ewma, resolve, route_meta,
+    service_meta,
+};
 use crate::core::{
     outbound::{Backend, L4Route, OutboundPolicy, RouteId, ordered},
     routes::HostMatch,
@@ -41,6 +44,7 @@ fn l4_backend(b: &Backend) -> (u32, proto::Backend, Option<String>) {
             ),
             None,
         ),
+        Resolved::Forward(net, addr) => (weight, egress_backend(net, addr), None),
         Resolved::Failing { meta, message } => (weight, failing_backend(meta), Some(message)),
     }
 }

@@ -429,7 +429,7 @@ pub fn network_authentication(
 
 /// Parses networks; each `except` must lie inside its `cidr` without
 /// covering all of it.
-fn networks<'a>(
+pub(crate) fn networks<'a>(
     nets: impl Iterator<Item = &'a Network>,
 ) -> Result<Vec<NetworkMatch>, InvalidResource> {
     nets.map(|n| {

@@ -14,6 +14,7 @@ pub mod gateway_routes;
 pub mod opaque_feed;
 pub mod outbound;
 mod pod;
+pub mod ratelimit;
 pub(crate) mod routes;
 mod selector;
 mod server;
@@ -160,6 +161,8 @@ pub enum InvalidResource {
     ConflictingAuthentications(&'static str),
     #[error("a Namespace identity reference may not set a namespace (its name is the namespace)")]
     NamespaceRefWithNamespace,
+    #[error(transparent)]
+    RateLimit(ratelimit::InvalidRateLimit),
 }
 
 /// The policy resources of one namespace.
@@ -173,6 +176,7 @@ pub(crate) struct PolicyNs {
     /// Gateway API HTTPRoutes (their names may repeat policy ones).
     gateway_http_routes: BTreeMap<String, RouteBinding>,
     grpc_routes: BTreeMap<String, gateway_routes::GrpcRouteBinding>,
+    ratelimits: BTreeMap<String, ratelimit::RateLimitSpec>,
 }
 
 #[derive(Debug, Default)]
@@ -391,6 +395,7 @@ impl PolicyNs {
             && self.http_routes.is_empty()
             && self.gateway_http_routes.is_empty()
             && self.grpc_routes.is_empty()
+            && self.ratelimits.is_empty()
     }
 
     /// Servers by creation time, then name.
@@ -415,6 +420,7 @@ impl PolicyNs {
             authorizations: self.server_authorizations(name, srv, authns, cluster),
             http_routes: self.http_routes(name, authns, cluster, probe_paths),
             grpc_routes: self.grpc_routes(name, authns, cluster),
+            ratelimit: self.server_ratelimit(name, cluster),
         }
     }
 

@@ -221,6 +221,7 @@ impl PodState {
             authorizations: policy.authorizations(&cluster.networks),
             http_routes: default_http_routes(self.probe_paths(port), &cluster.probe_networks),
             grpc_routes: Default::default(),
+            ratelimit: None,
         }
     }
 

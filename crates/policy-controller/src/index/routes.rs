@@ -77,7 +77,7 @@ pub(crate) fn accepted_servers(status: Option<&HttpRouteStatus>) -> BTreeSet<Str
         .filter(|p| {
             p.conditions
                 .iter()
-                .any(|c| c.type_ == "Accepted" && c.status == "True")
+                .any(|c| c.type_ == k8s_api::conditions::ACCEPTED && c.status == "True")
         })
         .map(|p| p.parent_ref.name.clone())
         .collect()

@@ -86,6 +86,7 @@ fn default_server(cluster: &ClusterInfo, policy: DefaultPolicy) -> InboundServer
         authorizations: policy.authorizations(&cluster.networks),
         http_routes: routes::default_http_routes([], &[]),
         grpc_routes: Default::default(),
+        ratelimit: None,
     }
 }
 
@@ -100,6 +101,7 @@ fn named_server(
         authorizations,
         http_routes: routes::default_http_routes([], &[]),
         grpc_routes: Default::default(),
+        ratelimit: None,
     }
 }
 
@@ -801,6 +803,7 @@ fn probe_routes_need_probe_networks() {
     let expected = InboundServer {
         http_routes: routes::default_http_routes(["/live", "/ready"], &probe_networks),
         grpc_routes: Default::default(),
+        ratelimit: None,
         ..default_server(&cluster, DefaultPolicy::AllUnauthenticated)
     };
     assert_eq!(*rx(&mut index, "web", 8080).borrow(), expected);
@@ -1026,3 +1029,6 @@ fn opaque_servers_feed_the_destination_without_a_port_lookup() {
     assert!(feed.try_recv().expect("pod gone").ports.is_empty());
     assert!(index.follow_opaque_ports().0.is_empty());
 }
+
+#[path = "ratelimit_tests.rs"]
+mod ratelimit_tests;

@@ -1,5 +1,5 @@
 //! The route status writer: the policy controller accepts the routes whose
-//! parent Server or Service exists (and says `NoMatchingParent` for the
+//! parent Server, Service or (accepted) EgressNetwork exists (and says `NoMatchingParent` for the
 //! others) by writing `status.parents[]`, which is what attaches a route in
 //! the indexes. Policy HTTPRoutes and Gateway HTTPRoutes, GRPCRoutes,
 //! TLSRoutes and TCPRoutes are handled; status entries of other controllers are left alone.
@@ -10,10 +10,13 @@
 //!   fed by the same watches as the policy indexes;
 //! - [`lease`]: leader election through a `coordination.k8s.io/v1` Lease,
 //!   so only one replica writes;
+//! - [`policies`]: the same for HTTPLocalRateLimitPolicies and
+//!   EgressNetworks;
 //! - [`writer`]: the thin async loop that patches the `status` subresource
 //!   while this replica leads.
 
 pub mod lease;
+pub mod policies;
 pub mod writer;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -38,19 +41,12 @@ use crate::index::{
     outbound::{ServiceParent, routes::is_service_ref},
 };
 
-/// The condition type the index reads.
-pub const ACCEPTED: &str = "Accepted";
-/// The condition type telling whether the backends exist.
-pub const RESOLVED_REFS: &str = "ResolvedRefs";
-/// The reason of `Accepted=False` when the parent does not exist.
-pub const NO_MATCHING_PARENT: &str = "NoMatchingParent";
-/// The reason of `Accepted=False` when a route of a preferred kind has the
-/// same parent (GRPCRoute over HTTPRoute).
-pub const ROUTE_CONFLICTED: &str = "RouteConflicted";
-/// The reason of `ResolvedRefs=False` when a backend Service is missing.
-pub const BACKEND_NOT_FOUND: &str = "BackendNotFound";
-/// The reason of `ResolvedRefs=False` for a backend of an unsupported kind.
-pub const INVALID_KIND: &str = "InvalidKind";
+// Condition types and reasons are the Gateway API's and Linkerd's
+// vocabulary, defined once in `k8s_api::conditions` (the index reads
+// `ACCEPTED` too).
+pub use k8s_api::conditions::{
+    ACCEPTED, BACKEND_NOT_FOUND, INVALID_KIND, NO_MATCHING_PARENT, RESOLVED_REFS, ROUTE_CONFLICTED,
+};
 
 /// The route kinds the writer handles.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -85,6 +81,8 @@ impl RouteKind {
 pub enum BackendTarget {
     /// A Service, by namespace and name.
     Service(String, String),
+    /// An EgressNetwork, by namespace and name.
+    EgressNetwork(String, String),
     /// A backend of a kind we do not support.
     Unknown,
 }
@@ -113,6 +111,11 @@ pub struct ClusterView<'a> {
     /// ([`RouteKind::rank`]); a route of a less specific kind on one is
     /// conflicted.
     pub parent_ranks: &'a HashMap<ServiceParent, u8>,
+    /// EgressNetworks by (namespace, name): whether our status accepted
+    /// each.
+    pub egress_networks: &'a HashMap<(String, String), bool>,
+    /// EgressNetwork parents by the most specific route kind naming them.
+    pub egress_parent_ranks: &'a HashMap<ServiceParent, u8>,
 }
 
 fn condition(
@@ -201,7 +204,7 @@ pub fn route_status(
             vec![condition(ACCEPTED, accepted, reason, message)],
         ));
     }
-    let resolved = resolved_refs(route.backends, cluster);
+    let resolved = resolved_refs(route.backends, cluster, None);
     let service_parents = route
         .parent_refs
         .iter()
@@ -247,15 +250,74 @@ pub fn route_status(
         };
         parents.push(ours(parent_ref, vec![accepted, resolved.clone()]));
     }
+    let mut seen = BTreeSet::new();
+    for ep in crate::index::outbound::routes::egress_parents(route.parent_refs, ns) {
+        if !seen.insert(ep.clone()) {
+            continue;
+        }
+        let accepted = match cluster
+            .egress_networks
+            .get(&(ep.namespace.clone(), ep.name.clone()))
+        {
+            None => condition(ACCEPTED, false, NO_MATCHING_PARENT, String::new()),
+            Some(false) => {
+                let (reason, message) = policies::egress_not_accepted();
+                condition(ACCEPTED, false, reason, message.to_string())
+            }
+            Some(true)
+                if cluster
+                    .egress_parent_ranks
+                    .get(&ep)
+                    .is_some_and(|best| *best < route.kind.rank()) =>
+            {
+                condition(ACCEPTED, false, ROUTE_CONFLICTED, String::new())
+            }
+            Some(true) => condition(ACCEPTED, true, ACCEPTED, String::new()),
+        };
+        let resolved = resolved_refs(
+            route.backends,
+            cluster,
+            Some((ep.namespace.as_str(), ep.name.as_str())),
+        );
+        let parent_ref = ParentRef {
+            group: Some(k8s_api::policy::GROUP.to_string()),
+            kind: Some("EgressNetwork".to_string()),
+            namespace: Some(ep.namespace.clone()),
+            name: ep.name.clone(),
+            section_name: None,
+            port: ep.port.map(|p| p.get()),
+        };
+        parents.push(ours(parent_ref, vec![accepted, resolved]));
+    }
     HttpRouteStatus { parents }
 }
 
+/// `ResolvedRefs` of a route's backends, for a Service parent (`None`) or
+/// an EgressNetwork parent: an EgressNetwork backend must be that parent.
 fn resolved_refs(
     backends: &[BackendTarget],
     cluster: &ClusterView<'_>,
+    egress_parent: Option<(&str, &str)>,
 ) -> (String, String, String, String) {
     for backend in backends {
         match backend {
+            BackendTarget::EgressNetwork(ns, name) => {
+                if !cluster
+                    .egress_networks
+                    .contains_key(&(ns.clone(), name.clone()))
+                {
+                    return condition(RESOLVED_REFS, false, BACKEND_NOT_FOUND, String::new());
+                }
+                if egress_parent != Some((ns.as_str(), name.as_str())) {
+                    return condition(
+                        RESOLVED_REFS,
+                        false,
+                        INVALID_KIND,
+                        "EgressNetwork backend needs to be on a route that has an EgressNetwork parent"
+                            .to_string(),
+                    );
+                }
+            }
             BackendTarget::Unknown => {
                 return condition(RESOLVED_REFS, false, INVALID_KIND, String::new());
             }
@@ -297,6 +359,8 @@ pub struct StatusIndex {
     services: HashMap<(String, String), bool>,
     /// Routes by kind, namespace and name.
     routes: BTreeMap<(RouteKind, String, String), RouteState>,
+    /// Rate limit policies and EgressNetworks.
+    policies: policies::PolicyStates,
     /// Bumped on every change.
     changes: watch::Sender<u64>,
 }
@@ -307,6 +371,7 @@ impl Default for StatusIndex {
             servers: HashMap::new(),
             services: HashMap::new(),
             routes: BTreeMap::new(),
+            policies: Default::default(),
             changes: watch::Sender::new(0),
         }
     }
@@ -332,12 +397,18 @@ impl StatusIndex {
     pub fn patches(&self, now: &Time) -> Vec<StatusPatch> {
         let no_servers = BTreeSet::new();
         let mut parent_ranks: HashMap<ServiceParent, u8> = HashMap::new();
+        let mut egress_parent_ranks: HashMap<ServiceParent, u8> = HashMap::new();
         for ((kind, ns, _), r) in &self.routes {
             for parent in crate::index::outbound::routes::service_parents(&r.parents, ns) {
                 let rank = parent_ranks.entry(parent).or_insert(u8::MAX);
                 *rank = (*rank).min(kind.rank());
             }
+            for parent in crate::index::outbound::routes::egress_parents(&r.parents, ns) {
+                let rank = egress_parent_ranks.entry(parent).or_insert(u8::MAX);
+                *rank = (*rank).min(kind.rank());
+            }
         }
+        let egress_networks = self.policies.egress_acceptance();
         self.routes
             .iter()
             .filter_map(|((kind, ns, name), route)| {
@@ -353,6 +424,8 @@ impl StatusIndex {
                     servers: self.servers.get(ns).unwrap_or(&no_servers),
                     services: &self.services,
                     parent_ranks: &parent_ranks,
+                    egress_networks: &egress_networks,
+                    egress_parent_ranks: &egress_parent_ranks,
                 };
                 let desired = route_status(&view, &cluster, now);
                 let current = route.status.clone().unwrap_or_default();
@@ -440,7 +513,15 @@ impl k8s_index::Index<Service> for StatusIndex {
 
 fn backends<'a>(refs: impl Iterator<Item = &'a HttpBackendRef>, ns: &str) -> Vec<BackendTarget> {
     refs.map(|b| {
-        if is_service_ref(
+        if crate::index::outbound::egress::is_egress_network_ref(
+            b.group.as_deref(),
+            b.kind.as_deref(),
+        ) {
+            BackendTarget::EgressNetwork(
+                b.namespace.clone().unwrap_or_else(|| ns.to_string()),
+                b.name.clone(),
+            )
+        } else if is_service_ref(
             b.group.as_deref(),
             Some(b.kind.as_deref().unwrap_or("Service")),
         ) {

@@ -41,6 +41,8 @@ fn server_route_status(
         servers,
         services: &HashMap::new(),
         parent_ranks: &HashMap::new(),
+        egress_networks: &HashMap::new(),
+        egress_parent_ranks: &HashMap::new(),
     };
     route_status(&view, &cluster, now)
 }
@@ -358,3 +360,6 @@ fn our_service_parent_entries_are_kept_when_unchanged() {
         "nothing erased, nothing rewritten"
     );
 }
+
+#[path = "policies_tests.rs"]
+mod policies_tests;

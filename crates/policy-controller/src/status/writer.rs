@@ -1,6 +1,7 @@
 //! The thin async side of the status writer: while this replica leads, it
 //! merge-patches the `status` subresource of every route whose desired
-//! status ([`super::route_status`]) differs from its current one. It runs
+//! status ([`super::route_status`]) differs from its current one, and of
+//! every rate limit policy and EgressNetwork ([`super::policies`]). It runs
 //! after each Server or route change, when leadership is gained, and every
 //! [`RESYNC_INTERVAL`] (to retry failed patches). Nothing is written before
 //! the watches have synced, so a parent that is merely not listed yet is
@@ -10,7 +11,7 @@ use std::time::Duration;
 
 use k8s_api::{
     gateway::{self, GatewayRoute},
-    policy::HTTPRoute,
+    policy::{EgressNetwork, HTTPLocalRateLimitPolicy, HTTPRoute},
 };
 use k8s_index::SharedIndex;
 use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
@@ -22,7 +23,7 @@ use meridian_runtime::Shutdown;
 use serde_json::json;
 use tokio::sync::watch;
 
-use super::{RouteKind, StatusIndex, StatusPatch, lease::FIELD_MANAGER};
+use super::{RouteKind, StatusIndex, StatusPatch, lease::FIELD_MANAGER, policies::PolicyKind};
 use crate::{gateway::ActiveKinds, metrics::StatusMetrics};
 
 /// How often the leader re-checks every route even without changes.
@@ -74,7 +75,38 @@ impl StatusWriter {
 
     async fn write_all(&self) {
         let now = Time(Timestamp::now());
-        let patches = self.index.read().patches(&now);
+        let (patches, policy_patches) = {
+            let index = self.index.read();
+            (index.patches(&now), index.policy_patches(&now))
+        };
+        for patch in policy_patches {
+            if !*self.leader.borrow() {
+                return;
+            }
+            let result = match patch.kind {
+                PolicyKind::RateLimit => {
+                    self.patch_status::<HTTPLocalRateLimitPolicy>(
+                        &patch.namespace,
+                        &patch.name,
+                        &patch.status,
+                    )
+                    .await
+                }
+                PolicyKind::EgressNetwork => {
+                    self.patch_status::<EgressNetwork>(&patch.namespace, &patch.name, &patch.status)
+                        .await
+                }
+            };
+            self.metrics.patched(result.is_ok());
+            match result {
+                Ok(()) => {
+                    tracing::debug!(ns = %patch.namespace, name = %patch.name, kind = ?patch.kind, "status written")
+                }
+                Err(error) => {
+                    tracing::warn!(ns = %patch.namespace, name = %patch.name, kind = ?patch.kind, %error, "writing the status failed")
+                }
+            }
+        }
         for patch in patches {
             // Leadership may be lost mid-way: stop writing at once.
             if !*self.leader.borrow() {
@@ -112,7 +144,8 @@ impl StatusWriter {
         let resource = crate::gateway::typed_watch::api_resource::<K>(&version);
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), &patch.namespace, &resource);
-        self.send(api, patch).await
+        let status = serde_json::to_value(&patch.status).map_err(PatchError::Encode)?;
+        self.send(api, &patch.name, &status).await
     }
 
     async fn write_kind<K>(&self, patch: &StatusPatch) -> Result<(), PatchError>
@@ -122,25 +155,49 @@ impl StatusWriter {
             + serde::de::DeserializeOwned
             + std::fmt::Debug,
     {
+        let status = serde_json::to_value(&patch.status).map_err(PatchError::Encode)?;
+        self.patch_status::<K>(&patch.namespace, &patch.name, &status)
+            .await
+    }
+
+    /// Patches the status of a typed, namespaced object.
+    async fn patch_status<K>(
+        &self,
+        namespace: &str,
+        name: &str,
+        status: &serde_json::Value,
+    ) -> Result<(), PatchError>
+    where
+        K: kube::Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+    {
         self.send(
-            Api::<K>::namespaced(self.client.clone(), &patch.namespace),
-            patch,
+            Api::<K>::namespaced(self.client.clone(), namespace),
+            name,
+            status,
         )
         .await
     }
 
-    async fn send<K>(&self, api: Api<K>, patch: &StatusPatch) -> Result<(), PatchError>
+    async fn send<K>(
+        &self,
+        api: Api<K>,
+        name: &str,
+        status: &serde_json::Value,
+    ) -> Result<(), PatchError>
     where
         K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
     {
-        let body = json!({ "status": patch.status });
+        let body = json!({ "status": status });
         let params = PatchParams {
             field_manager: Some(FIELD_MANAGER.to_string()),
             ..Default::default()
         };
         tokio::time::timeout(
             self.patch_timeout,
-            api.patch_status(&patch.name, &params, &Patch::Merge(&body)),
+            api.patch_status(name, &params, &Patch::Merge(&body)),
         )
         .await
         .map_err(|_| PatchError::Timeout(self.patch_timeout))??;
@@ -157,4 +214,6 @@ pub enum PatchError {
     Timeout(Duration),
     #[error("{0} are no longer watched")]
     Inactive(&'static str),
+    #[error("encoding the status: {0}")]
+    Encode(serde_json::Error),
 }

@@ -85,6 +85,7 @@ impl PolicyValidator {
             "HTTPRoute" => {
                 let route: HTTPRoute = parse(object)?;
                 RouteBinding::from_resource(&route, ns)?;
+                policies::check_egress_parents(route.spec.parent_refs.as_deref())?;
                 // Routes on Services also go through the outbound conversion.
                 if has_service_parent(route.spec.parent_refs.as_deref()) {
                     outbound_routes::http_route(
@@ -96,6 +97,8 @@ impl PolicyValidator {
                     )?;
                 }
             }
+            "HTTPLocalRateLimitPolicy" => policies::check_ratelimit(object)?,
+            "EgressNetwork" => policies::check_egress_network(object, cluster)?,
             _ => return Err(Rejection::UnsupportedKind),
         }
         Ok(())
@@ -130,6 +133,7 @@ pub fn check_gateway(
             if has_server_parent(route.spec.parent_refs.as_deref()) {
                 RouteBinding::from_gateway(&route, ns)?;
             }
+            policies::check_egress_parents(route.spec.parent_refs.as_deref())?;
             let annotations = annotations(&route.metadata);
             outbound_routes::http_route(&route.spec, &annotations, None, ns, CLUSTER_DOMAIN)?;
             backends(
@@ -150,6 +154,7 @@ pub fn check_gateway(
             if has_server_parent(route.spec.parent_refs.as_deref()) {
                 GrpcRouteBinding::from_resource(&route, ns)?;
             }
+            policies::check_egress_parents(route.spec.parent_refs.as_deref())?;
             let annotations = annotations(&route.metadata);
             outbound_routes::grpc_route(&route.spec, &annotations, None, ns, CLUSTER_DOMAIN)?;
             backends(
@@ -163,15 +168,16 @@ pub fn check_gateway(
             )?;
         }
         "TLSRoute" | "TCPRoute" => {
-            let rules = if kind == "TLSRoute" {
-                parse::<gateway::TLSRoute>(object).map(|r| r.spec.rules)
+            let parsed = if kind == "TLSRoute" {
+                parse::<gateway::TLSRoute>(object).map(|r| (r.spec.parent_refs, r.spec.rules))
             } else {
-                parse::<gateway::TCPRoute>(object).map(|r| r.spec.rules)
+                parse::<gateway::TCPRoute>(object).map(|r| (r.spec.parent_refs, r.spec.rules))
             };
-            let rules = match rules {
-                Ok(rules) => rules,
+            let (parents, rules) = match parsed {
+                Ok(parsed) => parsed,
                 Err(error) => return unparsed(error),
             };
+            policies::check_egress_parents(parents.as_deref())?;
             outbound_routes::l4_route(kind, rules.as_deref(), ns, CLUSTER_DOMAIN)?;
             backends(
                 rules
@@ -194,11 +200,15 @@ fn has_server_parent(parents: Option<&[ParentRef]>) -> bool {
     parents.into_iter().flatten().any(is_server_parent)
 }
 
+/// Whether a route has an outbound parent (a Service or an EgressNetwork).
 fn has_service_parent(parents: Option<&[ParentRef]>) -> bool {
-    parents
-        .into_iter()
-        .flatten()
-        .any(|p| outbound_routes::is_service_ref(p.group.as_deref(), p.kind.as_deref()))
+    parents.into_iter().flatten().any(|p| {
+        outbound_routes::is_service_ref(p.group.as_deref(), p.kind.as_deref())
+            || crate::index::outbound::egress::is_egress_network_ref(
+                p.group.as_deref(),
+                p.kind.as_deref(),
+            )
+    })
 }
 
 fn annotations(meta: &ObjectMeta) -> std::collections::BTreeMap<String, String> {
@@ -281,5 +291,6 @@ fn message(rejection: &Rejection) -> String {
     }
 }
 
+mod policies;
 #[cfg(test)]
 mod tests;

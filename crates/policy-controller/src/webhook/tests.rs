@@ -551,3 +551,6 @@ fn gateway_routes_that_do_not_parse_are_admitted_with_a_warning() {
         verdict.warnings
     );
 }
+
+#[path = "policies_tests.rs"]
+mod policies_tests;

@@ -1,7 +1,7 @@
-//! The outbound policy index: a synchronous (`&mut self`) view of Services
-//! and the routes attached to them that publishes, for each Service port
-//! and client namespace somebody asked about, an [`OutboundPolicy`] on a
-//! `tokio::sync::watch` channel.
+//! The outbound policy index: a synchronous (`&mut self`) view of Services,
+//! EgressNetworks and the routes attached to them that publishes, for each
+//! Service port (or egress address, [`egress`]) and client namespace
+//! somebody asked about, its policy on a `tokio::sync::watch` channel.
 //!
 //! Every mutation names the Services it touched (a Service itself, the
 //! parents of a route, the parents of routes whose backend appeared or
@@ -10,14 +10,15 @@
 //! are dropped when their Service is next recomputed.
 
 pub mod annotations;
+pub mod egress;
 pub mod routes;
 pub mod service;
 #[cfg(test)]
 mod tests;
 
 use std::{
-    collections::{BTreeSet, HashMap},
-    net::IpAddr,
+    collections::{BTreeMap, BTreeSet, HashMap},
+    net::{IpAddr, SocketAddr},
     num::NonZeroU16,
     sync::Arc,
 };
@@ -33,10 +34,11 @@ pub use self::{
     service::ServiceInfo,
 };
 use crate::core::{
-    PortSet,
+    DiscoverOutboundPolicy, PortSet,
+    egress::EgressPolicy,
     outbound::{
-        Backend, DiscoverOutboundPolicy, OutboundLookupError, OutboundPolicy, OutboundTarget,
-        RouteId, ServiceTarget, service_authority,
+        Backend, OutboundLookupError, OutboundPolicy, OutboundTarget, RouteId, ServiceTarget,
+        service_authority,
     },
 };
 
@@ -49,6 +51,9 @@ pub struct OutboundCluster {
     pub cluster_domain: String,
     /// `--default-opaque-ports`.
     pub default_opaque_ports: PortSet,
+    /// `--global-egress-network-namespace`: EgressNetworks here apply to
+    /// clients of namespaces without their own.
+    pub global_egress_network_namespace: String,
 }
 
 /// A Service by namespace and name.
@@ -72,6 +77,14 @@ pub struct OutboundIndex {
     routes_by_parent: HashMap<ServiceKey, BTreeSet<RouteId>>,
     /// Published policies.
     watches: HashMap<ServiceKey, PortWatches>,
+    /// EgressNetworks by namespace and name.
+    egress_networks: BTreeMap<ServiceKey, egress::EgressEntry>,
+    /// Routes with at least one accepted EgressNetwork parent.
+    egress_routes: BTreeSet<RouteId>,
+    /// Published egress policies, by address and client namespace.
+    egress_watches: HashMap<(SocketAddr, String), watch::Sender<Arc<EgressPolicy>>>,
+    /// Whether the egress watches need recomputing.
+    egress_changed: bool,
 }
 
 /// Counts of the outbound index, read by the metrics when scraped, and by tests.
@@ -91,6 +104,10 @@ impl OutboundIndex {
             routes: HashMap::new(),
             routes_by_parent: HashMap::new(),
             watches: HashMap::new(),
+            egress_networks: BTreeMap::new(),
+            egress_routes: BTreeSet::new(),
+            egress_watches: HashMap::new(),
+            egress_changed: false,
         }
     }
 
@@ -103,7 +120,8 @@ impl OutboundIndex {
         OutboundStats {
             services: self.services.len(),
             routes: self.routes.len(),
-            watches: self.watches.values().map(HashMap::len).sum(),
+            watches: self.watches.values().map(HashMap::len).sum::<usize>()
+                + self.egress_watches.len(),
         }
     }
 
@@ -134,7 +152,11 @@ impl OutboundIndex {
                 }
             });
         }
-        if !self.cluster.networks.iter().any(|n| n.contains(&addr)) {
+        // An EgressNetwork may capture an address inside the cluster
+        // networks too (its status then says it overlaps them).
+        if self.egress_network_for(addr, source_namespace).is_some()
+            || !self.cluster.networks.iter().any(|n| n.contains(&addr))
+        {
             return Some(OutboundTarget::Egress(std::net::SocketAddr::new(
                 addr,
                 port.get(),
@@ -238,10 +260,20 @@ impl OutboundIndex {
 
     fn resolve_backends(&self, backends: &mut [Backend]) {
         for backend in backends {
-            if let Backend::Service(svc) = backend {
-                svc.exists = self
-                    .services
-                    .contains_key(&(svc.namespace.clone(), svc.name.clone()));
+            match backend {
+                Backend::Service(svc) => {
+                    svc.exists = self
+                        .services
+                        .contains_key(&(svc.namespace.clone(), svc.name.clone()));
+                }
+                Backend::EgressNetwork(net) => {
+                    *backend = Backend::Invalid {
+                        weight: net.weight,
+                        message: "EgressNetwork backends attach to EgressNetwork parents only"
+                            .to_string(),
+                    };
+                }
+                Backend::Invalid { .. } => {}
             }
         }
     }
@@ -280,6 +312,9 @@ impl OutboundIndex {
                 }
             }
         }
+        if std::mem::take(&mut self.egress_changed) {
+            self.publish_egress();
+        }
     }
 
     /// The parents of the routes with a backend in `key`.
@@ -313,6 +348,8 @@ impl OutboundIndex {
             self.by_ip.insert(*ip, key.clone());
         }
         self.services.insert(key.clone(), info);
+        // A backend Service of an egress route may have appeared.
+        self.egress_changed |= !existed && !self.egress_routes.is_empty();
         let mut touched = if existed {
             BTreeSet::new()
         } else {
@@ -327,16 +364,26 @@ impl OutboundIndex {
             return BTreeSet::new();
         }
         self.by_ip.retain(|_, k| *k != key);
+        self.egress_changed |= !self.egress_routes.is_empty();
         self.parents_of_routes_to(&key)
     }
 
     fn set_route(&mut self, id: RouteId, binding: Option<OutboundBinding>) -> BTreeSet<ServiceKey> {
-        // Routes no Service accepted are not kept.
-        let binding = binding.filter(|b| !b.parents.is_empty());
+        // Routes no Service or EgressNetwork accepted are not kept.
+        let binding = binding.filter(|b| !b.parents.is_empty() || !b.egress_parents.is_empty());
         if self.routes.get(&id) == binding.as_ref() {
             return BTreeSet::new();
         }
         let mut touched = BTreeSet::new();
+        if self.egress_routes.remove(&id) {
+            self.egress_changed = true;
+        }
+        if let Some(new) = &binding
+            && !new.egress_parents.is_empty()
+        {
+            self.egress_routes.insert(id.clone());
+            self.egress_changed = true;
+        }
         if let Some(old) = self.routes.remove(&id) {
             for p in old.parents {
                 let key = (p.namespace, p.name);
@@ -493,5 +540,13 @@ impl DiscoverOutboundPolicy for SharedIndex<OutboundIndex> {
     ) -> Result<watch::Receiver<Arc<OutboundPolicy>>, OutboundLookupError> {
         // The write lock: a lookup may create the watch.
         self.write().policy_rx(target)
+    }
+
+    fn watch_egress(
+        &self,
+        addr: SocketAddr,
+        source_namespace: &str,
+    ) -> Option<watch::Receiver<Arc<EgressPolicy>>> {
+        Some(self.write().egress_rx(addr, source_namespace))
     }
 }

@@ -1,5 +1,6 @@
-//! Route resources as the outbound index uses them: the Service parents
-//! they name, which of those our status writer accepted, and the route
+//! Route resources as the outbound index uses them: the Service and
+//! EgressNetwork parents they name, which of those our status writer
+//! accepted, and the route
 //! itself (matches and filters through the same conversions as inbound
 //! routes, plus backends, timeouts and retries). Policy HTTPRoutes,
 //! Gateway HTTPRoutes and GRPCRoutes are all converted here; the
@@ -20,12 +21,16 @@ use k8s_api::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::annotations::{self, Annotations};
+use super::{
+    annotations::{self, Annotations},
+    egress::is_egress_network_ref,
+};
 use crate::{
     core::{
         outbound::{
             Backend, GrpcMethodMatch, GrpcRoute, GrpcRouteMatch, HttpRoute, L4Route, OutboundRoute,
-            OutboundRule, RouteId, RouteRetry, RouteTimeouts, WeightedService, service_authority,
+            OutboundRule, RouteId, RouteRetry, RouteTimeouts, WeightedEgressNetwork,
+            WeightedService, service_authority,
         },
         routes::{Filter, host_match},
     },
@@ -53,11 +58,14 @@ pub enum AnyRoute {
     Tcp(L4Route),
 }
 
-/// A route with its Service parents.
+/// A route with its Service and EgressNetwork parents.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OutboundBinding {
     /// Service parents from `parentRefs` that our controller accepted.
     pub parents: BTreeSet<ServiceParent>,
+    /// EgressNetwork parents (namespace, name, port) that our controller
+    /// accepted.
+    pub egress_parents: BTreeSet<ServiceParent>,
     pub route: AnyRoute,
 }
 
@@ -72,9 +80,25 @@ pub fn service_parents<'a>(
     parents: impl IntoIterator<Item = &'a ParentRef>,
     route_ns: &str,
 ) -> BTreeSet<ServiceParent> {
+    parents_of_kind(parents, route_ns, is_service_ref)
+}
+
+/// The EgressNetwork parents a route names.
+pub fn egress_parents<'a>(
+    parents: impl IntoIterator<Item = &'a ParentRef>,
+    route_ns: &str,
+) -> BTreeSet<ServiceParent> {
+    parents_of_kind(parents, route_ns, is_egress_network_ref)
+}
+
+fn parents_of_kind<'a>(
+    parents: impl IntoIterator<Item = &'a ParentRef>,
+    route_ns: &str,
+    is_kind: fn(Option<&str>, Option<&str>) -> bool,
+) -> BTreeSet<ServiceParent> {
     parents
         .into_iter()
-        .filter(|p| is_service_ref(p.group.as_deref(), p.kind.as_deref()))
+        .filter(|p| is_kind(p.group.as_deref(), p.kind.as_deref()))
         .map(|p| ServiceParent {
             namespace: p.namespace.clone().unwrap_or_else(|| route_ns.to_string()),
             name: p.name.clone(),
@@ -83,8 +107,12 @@ pub fn service_parents<'a>(
         .collect()
 }
 
-/// The Service parents a status says our controller accepted.
-fn accepted_parents(status: Option<&HttpRouteStatus>, route_ns: &str) -> BTreeSet<ServiceParent> {
+/// The parents of one kind a status says our controller accepted.
+fn accepted_parents(
+    status: Option<&HttpRouteStatus>,
+    route_ns: &str,
+    is_kind: fn(Option<&str>, Option<&str>) -> bool,
+) -> BTreeSet<ServiceParent> {
     let accepted = status
         .iter()
         .flat_map(|s| &s.parents)
@@ -92,19 +120,21 @@ fn accepted_parents(status: Option<&HttpRouteStatus>, route_ns: &str) -> BTreeSe
         .filter(|p| {
             p.conditions
                 .iter()
-                .any(|c| c.type_ == "Accepted" && c.status == "True")
+                .any(|c| c.type_ == k8s_api::conditions::ACCEPTED && c.status == "True")
         })
         .map(|p| &p.parent_ref);
-    service_parents(accepted, route_ns)
+    parents_of_kind(accepted, route_ns, is_kind)
 }
 
-fn attached(
+/// The parents of one kind in `spec_parents` that the status accepted.
+fn attached_of_kind(
     spec_parents: Option<&Vec<ParentRef>>,
     status: Option<&HttpRouteStatus>,
     ns: &str,
+    is_kind: fn(Option<&str>, Option<&str>) -> bool,
 ) -> BTreeSet<ServiceParent> {
-    let accepted = accepted_parents(status, ns);
-    service_parents(spec_parents.into_iter().flatten(), ns)
+    let accepted = accepted_parents(status, ns, is_kind);
+    parents_of_kind(spec_parents.into_iter().flatten(), ns, is_kind)
         .into_iter()
         .filter(|p| {
             accepted.iter().any(|a| {
@@ -114,6 +144,20 @@ fn attached(
             })
         })
         .collect()
+}
+
+/// A route bound to its accepted Service and EgressNetwork parents.
+fn bind(
+    spec_parents: Option<&Vec<ParentRef>>,
+    status: Option<&HttpRouteStatus>,
+    ns: &str,
+    route: AnyRoute,
+) -> OutboundBinding {
+    OutboundBinding {
+        parents: attached_of_kind(spec_parents, status, ns, is_service_ref),
+        egress_parents: attached_of_kind(spec_parents, status, ns, is_egress_network_ref),
+        route,
+    }
 }
 
 fn created_at(meta: &ObjectMeta) -> Option<SystemTime> {
@@ -142,16 +186,18 @@ pub fn policy_http_binding(
     cluster_domain: &str,
 ) -> Result<OutboundBinding, InvalidResource> {
     let ns = route.metadata.namespace.as_deref().unwrap_or_default();
-    Ok(OutboundBinding {
-        parents: attached(route.spec.parent_refs.as_ref(), route.status.as_ref(), ns),
-        route: AnyRoute::Http(http_route(
+    Ok(bind(
+        route.spec.parent_refs.as_ref(),
+        route.status.as_ref(),
+        ns,
+        AnyRoute::Http(http_route(
             &route.spec,
             &object_annotations(&route.metadata),
             created_at(&route.metadata),
             ns,
             cluster_domain,
         )?),
-    })
+    ))
 }
 
 /// A Gateway HTTPRoute, bound to the Services that accepted it.
@@ -160,16 +206,18 @@ pub fn gateway_http_binding(
     cluster_domain: &str,
 ) -> Result<OutboundBinding, InvalidResource> {
     let ns = route.metadata.namespace.as_deref().unwrap_or_default();
-    Ok(OutboundBinding {
-        parents: attached(route.spec.parent_refs.as_ref(), route.status.as_ref(), ns),
-        route: AnyRoute::Http(http_route(
+    Ok(bind(
+        route.spec.parent_refs.as_ref(),
+        route.status.as_ref(),
+        ns,
+        AnyRoute::Http(http_route(
             &route.spec,
             &object_annotations(&route.metadata),
             created_at(&route.metadata),
             ns,
             cluster_domain,
         )?),
-    })
+    ))
 }
 
 /// A GRPCRoute, bound to the Services that accepted it.
@@ -178,16 +226,18 @@ pub fn grpc_binding(
     cluster_domain: &str,
 ) -> Result<OutboundBinding, InvalidResource> {
     let ns = route.metadata.namespace.as_deref().unwrap_or_default();
-    Ok(OutboundBinding {
-        parents: attached(route.spec.parent_refs.as_ref(), route.status.as_ref(), ns),
-        route: AnyRoute::Grpc(grpc_route(
+    Ok(bind(
+        route.spec.parent_refs.as_ref(),
+        route.status.as_ref(),
+        ns,
+        AnyRoute::Grpc(grpc_route(
             &route.spec,
             &object_annotations(&route.metadata),
             created_at(&route.metadata),
             ns,
             cluster_domain,
         )?),
-    })
+    ))
 }
 
 /// A TLSRoute, bound to the Services that accepted it.
@@ -205,10 +255,12 @@ pub fn tls_binding(
         .map(|h| host_match(h))
         .collect();
     l4.created_at = created_at(&route.metadata);
-    Ok(OutboundBinding {
-        parents: attached(route.spec.parent_refs.as_ref(), route.status.as_ref(), ns),
-        route: AnyRoute::Tls(l4),
-    })
+    Ok(bind(
+        route.spec.parent_refs.as_ref(),
+        route.status.as_ref(),
+        ns,
+        AnyRoute::Tls(l4),
+    ))
 }
 
 /// A TCPRoute, bound to the Services that accepted it.
@@ -219,10 +271,12 @@ pub fn tcp_binding(
     let ns = route.metadata.namespace.as_deref().unwrap_or_default();
     let mut l4 = l4_route("TCPRoute", route.spec.rules.as_deref(), ns, cluster_domain)?;
     l4.created_at = created_at(&route.metadata);
-    Ok(OutboundBinding {
-        parents: attached(route.spec.parent_refs.as_ref(), route.status.as_ref(), ns),
-        route: AnyRoute::Tcp(l4),
-    })
+    Ok(bind(
+        route.spec.parent_refs.as_ref(),
+        route.status.as_ref(),
+        ns,
+        AnyRoute::Tcp(l4),
+    ))
 }
 
 /// A TLSRoute or TCPRoute: exactly one rule (a proxy cannot select
@@ -453,6 +507,22 @@ fn backend(
     convert_filter: fn(&HttpRouteFilter) -> Result<Filter, InvalidResource>,
 ) -> Backend {
     let weight = b.weight.unwrap_or(1);
+    if is_egress_network_ref(b.group.as_deref(), b.kind.as_deref()) {
+        return match b.filters.iter().flatten().map(convert_filter).collect() {
+            Ok(filters) => Backend::EgressNetwork(WeightedEgressNetwork {
+                weight,
+                namespace: b.namespace.clone().unwrap_or_else(|| ns.to_string()),
+                name: b.name.clone(),
+                port: b.port.and_then(NonZeroU16::new),
+                filters,
+                forward: None,
+            }),
+            Err(error) => Backend::Invalid {
+                weight,
+                message: format!("unsupported backend filter: {error}"),
+            },
+        };
+    }
     if !is_service_ref(
         b.group.as_deref(),
         Some(b.kind.as_deref().unwrap_or("Service")),

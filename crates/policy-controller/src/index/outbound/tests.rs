@@ -26,6 +26,7 @@ fn index() -> OutboundIndex {
         networks: vec!["10.0.0.0/8".parse().expect("net")],
         cluster_domain: "cluster.local".into(),
         default_opaque_ports: [port(3306)].into(),
+        global_egress_network_namespace: "linkerd-egress".into(),
     })
 }
 
@@ -465,3 +466,6 @@ fn tls_and_tcp_routes() {
     let backends = &policy.tcp_routes.values().next().expect("tcp").rules[0].backends;
     assert!(matches!(&backends[..], [Backend::Service(s)] if s.exists && s.port.get() == 3306));
 }
+
+#[path = "egress_tests.rs"]
+mod egress_tests;

@@ -20,6 +20,6 @@ use super::target_ref::{LocalTargetRef, NamespacedTargetRef};
 #[serde(rename_all = "camelCase")]
 pub struct AuthorizationPolicySpec {
     pub target_ref: LocalTargetRef,
-    #[serde(default)]
+    /// Required: an empty list authorizes every client.
     pub required_authentication_refs: Vec<NamespacedTargetRef>,
 }

@@ -160,6 +160,10 @@ pub enum InvalidResource {
     ConflictingAuthentications(&'static str),
     #[error("a Namespace identity reference may not set a namespace (its name is the namespace)")]
     NamespaceRefWithNamespace,
+    #[error("one of podSelector or externalWorkloadSelector must be set")]
+    NoServerSelector,
+    #[error("podSelector and externalWorkloadSelector may not both be set")]
+    BothServerSelectors,
 }
 
 /// The policy resources of one namespace.

@@ -504,6 +504,27 @@ spec:
     );
     assert!(!attached.authorizations.is_empty(), "still authorized");
     wait_condition(&env, "api", "web-http", ("True", "Accepted")).await;
+    // The parentRef as the original writes it: the manifest names no
+    // namespace, the status does.
+    let (_, out) = env.cluster().kubectl(
+        &[
+            "get",
+            "-n",
+            &env.ns,
+            "httproute.policy.linkerd.io/api",
+            "-o",
+            "json",
+        ],
+        None,
+    );
+    let json: serde_json::Value = serde_json::from_str(&out).expect("route json");
+    assert_eq!(
+        json.pointer("/status/parents/0/parentRef"),
+        Some(&serde_json::json!({
+            "group": "policy.linkerd.io", "kind": "Server", "namespace": env.ns, "name": "web-http"
+        })),
+        "{out}"
+    );
 
     kubectl_delete(&env, "server/web-http");
     next_matching(&mut stream, "the default server again", |s| {

@@ -3,11 +3,12 @@
 //! test fails when a file differs from what the types generate.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceDefinition, JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
+    CustomResourceDefinition, CustomResourceDefinitionVersion, JSONSchemaProps,
+    JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
 };
 use kube::CustomResourceExt;
 
-use crate::policy;
+use crate::{policy, workload};
 
 /// (file name under `deploy/crds/`, CRD) for every generated CRD.
 pub fn generated() -> Vec<(String, CustomResourceDefinition)> {
@@ -18,6 +19,7 @@ pub fn generated() -> Vec<(String, CustomResourceDefinition)> {
         policy::MeshTLSAuthentication::crd(),
         policy::NetworkAuthentication::crd(),
         policy::HTTPRoute::crd(),
+        workload::ExternalWorkload::crd(),
     ]
     .into_iter()
     .map(|mut crd| {
@@ -46,7 +48,47 @@ fn older_versions(plural: &str) -> &'static [(&'static str, bool)] {
         "servers" => &[("v1alpha1", true), ("v1beta1", true), ("v1beta2", false)],
         "serverauthorizations" => &[("v1alpha1", true)],
         "httproutes" => &[("v1alpha1", false), ("v1beta1", false), ("v1beta2", false)],
+        "externalworkloads" => &[("v1alpha1", false)],
         _ => &[],
+    }
+}
+
+/// Where an older version's schema differs from the storage version's:
+/// ExternalWorkload `v1alpha1` spells `meshTls`, allows one workload
+/// address and has no status subresource, as the original's chart says.
+fn adapt_older_version(plural: &str, version: &mut CustomResourceDefinitionVersion) {
+    if (plural, version.name.as_str()) != ("externalworkloads", "v1alpha1") {
+        return;
+    }
+    version.subresources = None;
+    let Some(spec) = version
+        .schema
+        .as_mut()
+        .and_then(|s| s.open_api_v3_schema.as_mut())
+        .and_then(|s| s.properties.as_mut())
+        .and_then(|p| p.get_mut("spec"))
+    else {
+        return;
+    };
+    if let Some(props) = spec.properties.as_mut() {
+        if let Some(mesh_tls) = props.remove("meshTLS") {
+            props.insert("meshTls".to_string(), mesh_tls);
+        }
+        if let Some(ips) = props.get_mut("workloadIPs") {
+            ips.max_items = Some(1);
+        }
+    }
+    for field in spec.required.iter_mut().flatten() {
+        if field == "meshTLS" {
+            *field = "meshTls".to_string();
+        }
+    }
+    if let Some(columns) = version.additional_printer_columns.as_mut() {
+        for column in columns {
+            if column.json_path == ".spec.meshTLS.identity" {
+                column.json_path = ".spec.meshTls.identity".to_string();
+            }
+        }
     }
 }
 
@@ -67,6 +109,7 @@ fn add_older_versions(crd: &mut CustomResourceDefinition) {
                     crd.spec.group, crd.spec.names.kind, crd.spec.group, storage.name
                 ));
             }
+            adapt_older_version(&crd.spec.names.plural, &mut version);
             version
         })
         .collect();

@@ -9,6 +9,8 @@
 //! - [`gateway`]: the Gateway API route kinds the outbound policy reads
 //!   (`gateway.networking.k8s.io` HTTPRoute and GRPCRoute; their CRDs are
 //!   the upstream manifests in `deploy/crds/`).
+//! - [`workload`]: `ExternalWorkload` (`workload.linkerd.io`), workloads
+//!   outside the cluster (read by nothing yet).
 //! - [`labels`]: Linkerd's label and annotation names.
 //! - [`ports`]: port lists as annotations and flags write them (the
 //!   destination's lenient and the policy controller's strict parser).
@@ -22,5 +24,6 @@ pub mod labels;
 pub mod policy;
 pub mod ports;
 pub mod service_profile;
+pub mod workload;
 
 pub mod crds;

@@ -3,7 +3,7 @@
 //! test fails when a file differs from what the types generate.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceDefinition, CustomResourceDefinitionVersion, JSONSchemaProps,
+    CustomResourceDefinition, CustomResourceDefinitionVersion, JSON, JSONSchemaProps,
     JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
 };
 use kube::CustomResourceExt;
@@ -30,7 +30,10 @@ pub fn generated() -> Vec<(String, CustomResourceDefinition)> {
                 .as_mut()
                 .and_then(|s| s.open_api_v3_schema.as_mut())
             {
-                drop_unsigned_formats(schema);
+                for_each_schema(schema, &mut |s| {
+                    drop_unsigned_formats(s);
+                    enumerate_selector_operators(s);
+                });
             }
         }
         let file = format!("{}_{}.yaml", crd.spec.group, crd.spec.names.plural);
@@ -128,6 +131,33 @@ fn drop_unsigned_formats(schema: &mut JSONSchemaProps) {
     {
         schema.format = None;
     }
+}
+
+/// The operators a label selector's `matchExpressions` may use: the
+/// selector type comes from k8s-openapi, so its schema says only "string".
+fn enumerate_selector_operators(schema: &mut JSONSchemaProps) {
+    let operator = schema
+        .properties
+        .as_mut()
+        .and_then(|p| p.get_mut("matchExpressions"))
+        .and_then(|m| match m.items.as_mut() {
+            Some(JSONSchemaPropsOrArray::Schema(items)) => items.properties.as_mut(),
+            _ => None,
+        })
+        .and_then(|p| p.get_mut("operator"));
+    if let Some(operator) = operator {
+        operator.enum_ = Some(
+            ["In", "NotIn", "Exists", "DoesNotExist"]
+                .into_iter()
+                .map(|op| JSON(serde_json::Value::from(op)))
+                .collect(),
+        );
+    }
+}
+
+/// Applies `f` to `schema` and every schema under it.
+fn for_each_schema(schema: &mut JSONSchemaProps, f: &mut impl FnMut(&mut JSONSchemaProps)) {
+    f(schema);
     let children = schema
         .properties
         .iter_mut()
@@ -146,7 +176,7 @@ fn drop_unsigned_formats(schema: &mut JSONSchemaProps) {
                 }),
         );
     for child in children {
-        drop_unsigned_formats(child);
+        for_each_schema(child, f);
     }
 }
 

@@ -109,3 +109,150 @@ async fn external_workloads_are_served_at_both_versions_and_checked() {
         refused(&env, &external_workload("v1beta1", "bad", spec), want);
     }
 }
+
+fn policy(api: &str, kind: &str, name: &str, spec: &str) -> String {
+    format!(
+        "apiVersion: policy.linkerd.io/{api}\nkind: {kind}\nmetadata:\n  name: {name}\nspec:\n{spec}"
+    )
+}
+
+#[tokio::test]
+async fn policy_schemas_refuse_what_the_charts_refuse_and_default_what_they_default() {
+    let env = TestEnv::new("crd-policy").await;
+    env.cluster().ensure_crds();
+
+    applies(
+        &env,
+        &policy(
+            "v1beta3",
+            "Server",
+            "web",
+            "  podSelector: {matchLabels: {app: web}}\n  port: 8080\n",
+        ),
+        "server.policy.linkerd.io/web created",
+    );
+    assert_eq!(
+        get(
+            &env,
+            "server.policy.linkerd.io/web",
+            "{.spec.accessPolicy} {.spec.proxyProtocol}"
+        ),
+        "deny unknown",
+        "accessPolicy defaults to deny, proxyProtocol to unknown"
+    );
+    applies(
+        &env,
+        &policy(
+            "v1beta3",
+            "Server",
+            "vm",
+            "  externalWorkloadSelector: {}\n  port: 8080\n  accessPolicy: audit\n",
+        ),
+        "server.policy.linkerd.io/vm created",
+    );
+    applies(
+        &env,
+        &policy(
+            "v1alpha1",
+            "MeshTLSAuthentication",
+            "ids",
+            "  identityRefs: [{kind: Namespace, name: a}]\n",
+        ),
+        "meshtlsauthentication.policy.linkerd.io/ids created",
+    );
+
+    let cases = [
+        (
+            policy("v1beta3", "Server", "none", "  port: 80\n"),
+            "\"spec\" must validate one and only one schema (oneOf). Found none valid",
+        ),
+        (
+            policy(
+                "v1beta3",
+                "Server",
+                "both",
+                "  podSelector: {}\n  externalWorkloadSelector: {}\n  port: 80\n",
+            ),
+            "\"spec\" must validate one and only one schema (oneOf). Found 2 valid alternatives",
+        ),
+        (
+            policy(
+                "v1beta3",
+                "Server",
+                "op",
+                "  podSelector: {matchExpressions: [{key: a, operator: Near}]}\n  port: 80\n",
+            ),
+            "spec.podSelector.matchExpressions[0].operator: Unsupported value: \"Near\": supported values: \"In\", \"NotIn\", \"Exists\", \"DoesNotExist\"",
+        ),
+        (
+            policy("v1alpha1", "MeshTLSAuthentication", "neither", "  {}\n"),
+            "\"spec\" must validate one and only one schema (oneOf). Found none valid",
+        ),
+        (
+            policy(
+                "v1alpha1",
+                "MeshTLSAuthentication",
+                "both",
+                "  identities: [\"*\"]\n  identityRefs: [{kind: ServiceAccount, name: a}]\n",
+            ),
+            "\"spec\" must validate one and only one schema (oneOf). Found 2 valid alternatives",
+        ),
+        (
+            policy(
+                "v1alpha1",
+                "MeshTLSAuthentication",
+                "empty",
+                "  identities: []\n",
+            ),
+            "spec.identities: Invalid value: 0: spec.identities in body should have at least 1 items",
+        ),
+        (
+            policy(
+                "v1alpha1",
+                "AuthorizationPolicy",
+                "unnamed",
+                "  targetRef: {group: policy.linkerd.io, kind: Server, name: web}\n  requiredAuthenticationRefs: [{group: policy.linkerd.io, kind: MeshTLSAuthentication}]\n",
+            ),
+            "spec.requiredAuthenticationRefs[0].name: Required value",
+        ),
+        (
+            policy(
+                "v1alpha1",
+                "AuthorizationPolicy",
+                "kind",
+                "  targetRef: {group: policy.linkerd.io, kind: \"not a kind\", name: web}\n  requiredAuthenticationRefs: []\n",
+            ),
+            "spec.targetRef.kind: Invalid value: \"not a kind\": spec.targetRef.kind in body should match",
+        ),
+        (
+            policy(
+                "v1beta1",
+                "ServerAuthorization",
+                "both",
+                "  server: {name: web, selector: {}}\n  client: {unauthenticated: true}\n",
+            ),
+            "\"spec.server\" must validate one and only one schema (oneOf). Found 2 valid alternatives",
+        ),
+        (
+            policy(
+                "v1beta1",
+                "ServerAuthorization",
+                "id",
+                "  server: {name: web}\n  client: {meshTLS: {identities: [\"Web.NS\"]}}\n",
+            ),
+            "spec.client.meshTLS.identities[0]: Invalid value: \"Web.NS\": spec.client.meshTLS.identities[0] in body should match",
+        ),
+        (
+            policy(
+                "v1beta1",
+                "ServerAuthorization",
+                "sa",
+                "  server: {name: web}\n  client: {meshTLS: {serviceAccounts: [{name: Web}]}}\n",
+            ),
+            "spec.client.meshTLS.serviceAccounts[0].name: Invalid value: \"Web\": spec.client.meshTLS.serviceAccounts[0].name in body should match",
+        ),
+    ];
+    for (manifest, want) in cases {
+        refused(&env, &manifest, want);
+    }
+}

@@ -573,9 +573,11 @@ fn invalid_objects(ns: &str) -> Vec<(String, String)> {
         ),
         (
             obj("v1beta3", "Server", "no-selector", "  port: 80\n"),
-            format!(
-                "Server \"{ns}/no-selector\" is invalid: one of podSelector or externalWorkloadSelector must be set"
-            ),
+            // The schema's oneOf refuses it before the webhook (whose own
+            // message is "one of podSelector or externalWorkloadSelector
+            // must be set").
+            SCHEMA.to_string()
+                + "The Server \"no-selector\" is invalid: \n* <nil>: Invalid value: \"\": \"spec\" must validate one and only one schema (oneOf). Found none valid",
         ),
         (
             obj(

@@ -3,11 +3,12 @@
 //! test fails when a file differs from what the types generate.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceDefinition, JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
+    CustomResourceDefinition, CustomResourceDefinitionVersion, JSON, JSONSchemaProps,
+    JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
 };
 use kube::CustomResourceExt;
 
-use crate::policy;
+use crate::{policy, workload};
 
 /// (file name under `deploy/crds/`, CRD) for every generated CRD.
 pub fn generated() -> Vec<(String, CustomResourceDefinition)> {
@@ -20,6 +21,7 @@ pub fn generated() -> Vec<(String, CustomResourceDefinition)> {
         policy::HTTPRoute::crd(),
         policy::HTTPLocalRateLimitPolicy::crd(),
         policy::EgressNetwork::crd(),
+        workload::ExternalWorkload::crd(),
     ]
     .into_iter()
     .map(|mut crd| {
@@ -30,7 +32,10 @@ pub fn generated() -> Vec<(String, CustomResourceDefinition)> {
                 .as_mut()
                 .and_then(|s| s.open_api_v3_schema.as_mut())
             {
-                drop_unsigned_formats(schema);
+                for_each_schema(schema, &mut |s| {
+                    drop_unsigned_formats(s);
+                    enumerate_selector_operators(s);
+                });
             }
         }
         let file = format!("{}_{}.yaml", crd.spec.group, crd.spec.names.plural);
@@ -48,7 +53,47 @@ fn older_versions(plural: &str) -> &'static [(&'static str, bool)] {
         "servers" => &[("v1alpha1", true), ("v1beta1", true), ("v1beta2", false)],
         "serverauthorizations" => &[("v1alpha1", true)],
         "httproutes" => &[("v1alpha1", false), ("v1beta1", false), ("v1beta2", false)],
+        "externalworkloads" => &[("v1alpha1", false)],
         _ => &[],
+    }
+}
+
+/// Where an older version's schema differs from the storage version's:
+/// ExternalWorkload `v1alpha1` spells `meshTls`, allows one workload
+/// address and has no status subresource, as the original's chart says.
+fn adapt_older_version(plural: &str, version: &mut CustomResourceDefinitionVersion) {
+    if (plural, version.name.as_str()) != ("externalworkloads", "v1alpha1") {
+        return;
+    }
+    version.subresources = None;
+    let Some(spec) = version
+        .schema
+        .as_mut()
+        .and_then(|s| s.open_api_v3_schema.as_mut())
+        .and_then(|s| s.properties.as_mut())
+        .and_then(|p| p.get_mut("spec"))
+    else {
+        return;
+    };
+    if let Some(props) = spec.properties.as_mut() {
+        if let Some(mesh_tls) = props.remove("meshTLS") {
+            props.insert("meshTls".to_string(), mesh_tls);
+        }
+        if let Some(ips) = props.get_mut("workloadIPs") {
+            ips.max_items = Some(1);
+        }
+    }
+    for field in spec.required.iter_mut().flatten() {
+        if field == "meshTLS" {
+            *field = "meshTls".to_string();
+        }
+    }
+    if let Some(columns) = version.additional_printer_columns.as_mut() {
+        for column in columns {
+            if column.json_path == ".spec.meshTLS.identity" {
+                column.json_path = ".spec.meshTls.identity".to_string();
+            }
+        }
     }
 }
 
@@ -69,6 +114,7 @@ fn add_older_versions(crd: &mut CustomResourceDefinition) {
                     crd.spec.group, crd.spec.names.kind, crd.spec.group, storage.name
                 ));
             }
+            adapt_older_version(&crd.spec.names.plural, &mut version);
             version
         })
         .collect();
@@ -87,6 +133,33 @@ fn drop_unsigned_formats(schema: &mut JSONSchemaProps) {
     {
         schema.format = None;
     }
+}
+
+/// The operators a label selector's `matchExpressions` may use: the
+/// selector type comes from k8s-openapi, so its schema says only "string".
+fn enumerate_selector_operators(schema: &mut JSONSchemaProps) {
+    let operator = schema
+        .properties
+        .as_mut()
+        .and_then(|p| p.get_mut("matchExpressions"))
+        .and_then(|m| match m.items.as_mut() {
+            Some(JSONSchemaPropsOrArray::Schema(items)) => items.properties.as_mut(),
+            _ => None,
+        })
+        .and_then(|p| p.get_mut("operator"));
+    if let Some(operator) = operator {
+        operator.enum_ = Some(
+            ["In", "NotIn", "Exists", "DoesNotExist"]
+                .into_iter()
+                .map(|op| JSON(serde_json::Value::from(op)))
+                .collect(),
+        );
+    }
+}
+
+/// Applies `f` to `schema` and every schema under it.
+fn for_each_schema(schema: &mut JSONSchemaProps, f: &mut impl FnMut(&mut JSONSchemaProps)) {
+    f(schema);
     let children = schema
         .properties
         .iter_mut()
@@ -105,7 +178,7 @@ fn drop_unsigned_formats(schema: &mut JSONSchemaProps) {
                 }),
         );
     for child in children {
-        drop_unsigned_formats(child);
+        for_each_schema(child, f);
     }
 }
 

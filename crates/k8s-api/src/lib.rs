@@ -9,6 +9,8 @@
 //! - [`gateway`]: the Gateway API route kinds the outbound policy reads
 //!   (`gateway.networking.k8s.io` HTTPRoute and GRPCRoute; their CRDs are
 //!   the upstream manifests in `deploy/crds/`).
+//! - [`workload`]: `ExternalWorkload` (`workload.linkerd.io`), workloads
+//!   outside the cluster (read by nothing yet).
 //! - [`labels`]: Linkerd's label and annotation names; [`conditions`]: the
 //!   status condition types and reasons the policy controller writes.
 //! - [`ports`]: port lists as annotations and flags write them (the
@@ -23,6 +25,7 @@ pub mod labels;
 pub mod policy;
 pub mod ports;
 pub mod service_profile;
+pub mod workload;
 
 pub mod conditions;
 pub mod crds;

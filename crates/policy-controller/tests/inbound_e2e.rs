@@ -489,6 +489,27 @@ spec:
     );
     assert!(!attached.authorizations.is_empty(), "still authorized");
     wait_condition(&env, "api", "web-http", ("True", "Accepted")).await;
+    // The parentRef as the original writes it: the manifest names no
+    // namespace, the status does.
+    let (_, out) = env.cluster().kubectl(
+        &[
+            "get",
+            "-n",
+            &env.ns,
+            "httproute.policy.linkerd.io/api",
+            "-o",
+            "json",
+        ],
+        None,
+    );
+    let json: serde_json::Value = serde_json::from_str(&out).expect("route json");
+    assert_eq!(
+        json.pointer("/status/parents/0/parentRef"),
+        Some(&serde_json::json!({
+            "group": "policy.linkerd.io", "kind": "Server", "namespace": env.ns, "name": "web-http"
+        })),
+        "{out}"
+    );
 
     kubectl_delete(&env, "server/web-http");
     next_matching(&mut stream, "the default server again", |s| {
@@ -511,7 +532,12 @@ spec:
 /// The webhook's name in `deploy/base/policy-validator-webhook.yaml`.
 const WEBHOOK: &str = "linkerd-policy-validator.linkerd.io";
 
-/// (manifest, what kubectl prints after "denied the request: ").
+/// Marks an expected message as the apiserver's (schema validation), not
+/// the webhook's.
+const SCHEMA: &str = "schema: ";
+
+/// (manifest, what kubectl prints after "denied the request: ", or, when
+/// it starts with [`SCHEMA`], what the apiserver prints instead).
 fn invalid_objects(ns: &str) -> Vec<(String, String)> {
     let obj = |api: &str, kind: &str, name: &str, spec: &str| {
         format!(
@@ -527,8 +553,29 @@ fn invalid_objects(ns: &str) -> Vec<(String, String)> {
                 "  podSelector: {}\n  port: 80\n  accessPolicy: allow-everyone\n",
             ),
             format!(
-                "Server \"{ns}/bad-srv\" is invalid: invalid default policy \"allow-everyone\""
+                "Server \"{ns}/bad-srv\" is invalid: invalid 'accessPolicy' field: invalid default policy \"allow-everyone\""
             ),
+        ),
+        (
+            obj("v1beta3", "Server", "no-selector", "  port: 80\n"),
+            // The schema's oneOf refuses it before the webhook (whose own
+            // message is "one of podSelector or externalWorkloadSelector
+            // must be set").
+            SCHEMA.to_string()
+                + "The Server \"no-selector\" is invalid: \n* <nil>: Invalid value: \"\": \"spec\" must validate one and only one schema (oneOf). Found none valid",
+        ),
+        (
+            obj(
+                "v1alpha1",
+                "AuthorizationPolicy",
+                "no-refs",
+                "  targetRef: {group: policy.linkerd.io, kind: Server, name: web}\n",
+            ),
+            // Refused by the CRD's schema before the webhook sees it (the
+            // webhook's own message: "could not be parsed: missing field
+            // `requiredAuthenticationRefs`").
+            SCHEMA.to_string()
+                + "The AuthorizationPolicy \"no-refs\" is invalid: spec.requiredAuthenticationRefs: Required value",
         ),
         (
             obj(
@@ -618,6 +665,17 @@ fn invalid_objects(ns: &str) -> Vec<(String, String)> {
         ),
         (
             obj(
+                "v1beta3",
+                "HTTPRoute",
+                "relative-redirect",
+                "  parentRefs: [{group: policy.linkerd.io, kind: Server, name: web}]\n  rules:\n    - filters: [{type: RequestRedirect, requestRedirect: {path: {type: ReplaceFullPath, replaceFullPath: login}}}]\n",
+            ),
+            format!(
+                "HTTPRoute \"{ns}/relative-redirect\" is invalid: requestRedirect.path.replaceFullPath \"login\" is not an absolute path"
+            ),
+        ),
+        (
+            obj(
                 "v1alpha1",
                 "EgressNetwork",
                 "bad-egress",
@@ -636,6 +694,17 @@ fn invalid_objects(ns: &str) -> Vec<(String, String)> {
             ),
             format!(
                 "HTTPLocalRateLimitPolicy \"{ns}/bad-limit\" is invalid: identity.requestsPerSecond must be less than or equal to total.requestsPerSecond"
+            ),
+        ),
+        (
+            obj(
+                "v1beta3",
+                "HTTPRoute",
+                "long-backend",
+                "  parentRefs: [{group: policy.linkerd.io, kind: Server, name: web}]\n  rules:\n    - timeouts: {request: 1s, backendRequest: 10s}\n",
+            ),
+            format!(
+                "HTTPRoute \"{ns}/long-backend\" is invalid: backendRequest timeout (10s) must not be greater than request timeout (1s)"
             ),
         ),
     ]
@@ -687,7 +756,10 @@ async fn kubectl_apply_of_invalid_policy_objects_is_refused() {
             .cluster()
             .kubectl(&["apply", "-n", &env.ns, "-f", "-"], Some(manifest));
         assert!(!ok, "must be refused: {out}\n{manifest}");
-        let want = format!("admission webhook \"{WEBHOOK}\" denied the request: {message}");
+        let want = match message.strip_prefix(SCHEMA) {
+            Some(schema) => schema.to_string(),
+            None => format!("admission webhook \"{WEBHOOK}\" denied the request: {message}"),
+        };
         assert!(out.contains(&want), "want: {want}\ngot:  {out}");
     }
 
@@ -718,7 +790,7 @@ spec:
     );
     assert!(!ok, "an invalid update must be refused: {out}");
     assert!(
-        out.contains("is invalid: invalid default policy \"nope\""),
+        out.contains("is invalid: invalid 'accessPolicy' field: invalid default policy \"nope\""),
         "{out}"
     );
 

@@ -415,6 +415,8 @@ fn check_swap(env: &TestEnv) {
         strings(&patched["webhooks"][0]["rules"][0]["resources"]),
         [
             "authorizationpolicies",
+            "egressnetworks",
+            "httplocalratelimitpolicies",
             "httproutes",
             "meshtlsauthentications",
             "networkauthentications",

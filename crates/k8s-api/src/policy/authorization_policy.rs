@@ -6,7 +6,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::target_ref::{LocalTargetRef, NamespacedTargetRef};
+use super::target_ref::{LocalTargetRef, NamespacedTargetRef, names_required};
 
 /// Authorizes clients to a target.
 #[derive(Clone, Debug, PartialEq, CustomResource, Deserialize, Serialize, JsonSchema)]
@@ -20,6 +20,8 @@ use super::target_ref::{LocalTargetRef, NamespacedTargetRef};
 #[serde(rename_all = "camelCase")]
 pub struct AuthorizationPolicySpec {
     pub target_ref: LocalTargetRef,
-    #[serde(default)]
+    /// Required: an empty list authorizes every client. Each entry names
+    /// its referent.
+    #[schemars(transform = names_required)]
     pub required_authentication_refs: Vec<NamespacedTargetRef>,
 }

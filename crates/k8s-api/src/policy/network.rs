@@ -18,12 +18,16 @@ use super::target_ref::NamespacedTargetRef;
     shortname = "meshtlsauthn"
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("oneOf" = [{"required": ["identities"]}, {"required": ["identityRefs"]}]))]
 pub struct MeshTlsAuthenticationSpec {
-    /// Identity strings; `*` and `*.suffix` match many.
+    /// Identity strings; `*` and `*.suffix` match many. Exactly one of
+    /// `identities` and `identityRefs` is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
     pub identities: Option<Vec<String>>,
     /// ServiceAccount or Namespace references.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
     pub identity_refs: Option<Vec<NamespacedTargetRef>>,
 }
 

@@ -13,11 +13,16 @@ use serde::{Deserialize, Serialize};
     version = "v1beta3",
     kind = "Server",
     namespaced,
-    shortname = "srv"
+    shortname = "srv",
+    printcolumn = r#"{"name": "Port", "type": "string", "jsonPath": ".spec.port"}"#,
+    printcolumn = r#"{"name": "Protocol", "type": "string", "jsonPath": ".spec.proxyProtocol"}"#,
+    printcolumn = r#"{"name": "Access Policy", "type": "string", "jsonPath": ".spec.accessPolicy"}"#
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("oneOf" = [{"required": ["podSelector"]}, {"required": ["externalWorkloadSelector"]}]))]
 pub struct ServerSpec {
     /// Pods this Server applies to (an empty selector selects all pods).
+    /// Exactly one of `podSelector` and `externalWorkloadSelector` is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_selector: Option<LabelSelector>,
     /// External workloads this Server applies to (instead of pods).
@@ -25,11 +30,13 @@ pub struct ServerSpec {
     pub external_workload_selector: Option<LabelSelector>,
     /// A port number, or a container port name.
     pub port: IntOrString,
-    /// The protocol clients speak on the port (default: detect).
+    /// The protocol clients speak on the port (default: `unknown`, detect).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = "unknown"))]
     pub proxy_protocol: Option<ProxyProtocol>,
     /// Default policy for clients no authorization matches (default: deny).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = "deny"))]
     pub access_policy: Option<String>,
 }
 

@@ -23,11 +23,19 @@ pub struct ServerAuthorizationSpec {
     pub client: Client,
 }
 
-/// Selects Servers by name or by their labels.
+/// A DNS label: a Server or ServiceAccount name, a namespace.
+const DNS_LABEL_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
+/// A mesh identity: DNS-like labels, the first one possibly `*`.
+const IDENTITY_PATTERN: &str =
+    r"^(\*|[a-z0-9]([-a-z0-9]*[a-z0-9])?)(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+
+/// Selects Servers by name or by their labels (exactly one of the two).
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("oneOf" = [{"required": ["name"]}, {"required": ["selector"]}]))]
 pub struct ServerSelector {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = DNS_LABEL_PATTERN))]
     pub name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selector: Option<LabelSelector>,
@@ -56,6 +64,7 @@ pub struct MeshTls {
     )]
     pub unauthenticated_tls: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(inner(regex(pattern = IDENTITY_PATTERN)))]
     pub identities: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_accounts: Option<Vec<ServiceAccountRef>>,
@@ -65,7 +74,9 @@ pub struct MeshTls {
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ServiceAccountRef {
+    #[schemars(regex(pattern = DNS_LABEL_PATTERN))]
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = DNS_LABEL_PATTERN))]
     pub namespace: Option<String>,
 }

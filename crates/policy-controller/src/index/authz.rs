@@ -400,7 +400,10 @@ pub fn mesh_tls_authentication(
             if r.namespace.is_some() {
                 return Err(InvalidResource::NamespaceRefWithNamespace);
             }
-            let target = r.name.as_deref().unwrap_or(ns);
+            let target = r
+                .name
+                .as_deref()
+                .ok_or_else(|| InvalidResource::MissingName(r.kind.clone()))?;
             ids.push(IdentityMatch::namespace(
                 target,
                 &cluster.control_plane_ns,

@@ -163,6 +163,10 @@ pub enum InvalidResource {
     NamespaceRefWithNamespace,
     #[error(transparent)]
     RateLimit(ratelimit::InvalidRateLimit),
+    #[error("one of podSelector or externalWorkloadSelector must be set")]
+    NoServerSelector,
+    #[error("podSelector and externalWorkloadSelector may not both be set")]
+    BothServerSelectors,
 }
 
 /// The policy resources of one namespace.

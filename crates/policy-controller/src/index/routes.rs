@@ -196,6 +196,18 @@ fn absolute(path: &str) -> Result<String, InvalidResource> {
     }
 }
 
+/// A redirect's replacement path must be absolute, as the original's
+/// conversion requires.
+fn redirect_path(field: &str, path: &str) -> Result<String, InvalidResource> {
+    if path.starts_with('/') {
+        Ok(path.to_string())
+    } else {
+        Err(invalid(format!(
+            "requestRedirect.path.{field} {path:?} is not an absolute path"
+        )))
+    }
+}
+
 pub(crate) fn route_match(m: &K8sMatch) -> Result<HttpRouteMatch, InvalidResource> {
     let path = m
         .path
@@ -297,12 +309,14 @@ pub(crate) fn filter(f: &HttpRouteFilter) -> Result<Filter, InvalidResource> {
                         .replace_full_path
                         .as_deref()
                         .ok_or_else(|| invalid("ReplaceFullPath without replaceFullPath"))
-                        .map(|s| PathModifier::Full(s.to_string())),
+                        .and_then(|s| redirect_path("replaceFullPath", s))
+                        .map(PathModifier::Full),
                     "ReplacePrefixMatch" => p
                         .replace_prefix_match
                         .as_deref()
                         .ok_or_else(|| invalid("ReplacePrefixMatch without replacePrefixMatch"))
-                        .map(|s| PathModifier::Prefix(s.to_string())),
+                        .and_then(|s| redirect_path("replacePrefixMatch", s))
+                        .map(PathModifier::Prefix),
                     other => Err(invalid(format!("unsupported path modifier {other:?}"))),
                 })
                 .transpose()?;

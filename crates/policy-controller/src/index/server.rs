@@ -45,12 +45,17 @@ impl ServerSpec {
                 .ok_or(InvalidResource::Port(*n))?,
             IntOrString::String(name) => PortRef::Name(name.clone()),
         };
-        let pod_selector = srv
-            .spec
-            .pod_selector
-            .as_ref()
-            .map(Selector::try_from)
-            .transpose()?;
+        let pod_selector = match (&srv.spec.pod_selector, &srv.spec.external_workload_selector) {
+            (None, None) => return Err(InvalidResource::NoServerSelector),
+            (Some(_), Some(_)) => return Err(InvalidResource::BothServerSelectors),
+            (Some(pods), None) => Some(Selector::try_from(pods)?),
+            (None, Some(external)) => {
+                // Nothing selects external workloads yet; the selector must
+                // still be one the index could evaluate.
+                Selector::try_from(external)?;
+                None
+            }
+        };
         let access_policy = match srv.spec.access_policy.as_deref() {
             None => None,
             Some(p) => match p.parse::<DefaultPolicy>() {

@@ -102,8 +102,11 @@ pub struct RouteView<'a> {
 /// What the status computation knows of the cluster.
 #[derive(Clone, Copy, Debug)]
 pub struct ClusterView<'a> {
-    /// Server names in the route's namespace.
-    pub servers: &'a BTreeSet<String>,
+    /// Server names by namespace.
+    pub servers: &'a HashMap<String, BTreeSet<String>>,
+    /// Server parents, by (namespace, name), by the most specific route
+    /// kind naming them, as for Services.
+    pub server_ranks: &'a HashMap<(String, String), u8>,
     /// Services by (namespace, name): whether each can be a parent (it
     /// has a ClusterIP and is not an ExternalName).
     pub services: &'a HashMap<(String, String), bool>,
@@ -134,9 +137,11 @@ fn condition(
 }
 
 /// The status a route should have: the entries of other controllers are
-/// kept as they are; ours are one per distinct Server parent in the
-/// route's namespace (`Accepted`, or `NoMatchingParent` when the Server is
-/// missing) and one per distinct Service parent (`Accepted`, unless the
+/// kept as they are; ours are one per distinct Server parent (`Accepted`,
+/// `NoMatchingParent` when the Server is missing, or `RouteConflicted`
+/// when a route of a more specific kind names the same Server; its
+/// `parentRef` written as group, kind, namespace and name, as the
+/// original writes it) and one per distinct Service parent (`Accepted`, unless the
 /// Service is missing or headless, `NoMatchingParent`, or a GRPCRoute has
 /// the same parent, `RouteConflicted`; plus `ResolvedRefs`, or
 /// `BackendNotFound` / `InvalidKind`). A condition whose status did not
@@ -185,24 +190,41 @@ pub fn route_status(
         }
     };
     let mut seen = BTreeSet::new();
-    for parent in route.parent_refs {
-        let local = parent.namespace.as_deref().is_none_or(|n| n == ns);
-        if !is_server_parent(parent) || !local || !seen.insert(parent.name.as_str()) {
+    for (server_ns, name) in server_parents(route.parent_refs, ns) {
+        if !seen.insert((server_ns, name)) {
             continue;
         }
-        let accepted = cluster.servers.contains(&parent.name);
-        let (reason, message) = if accepted {
-            (ACCEPTED, String::new())
-        } else {
-            (
-                NO_MATCHING_PARENT,
-                format!("Server {ns}/{} not found", parent.name),
-            )
+        let exists = cluster
+            .servers
+            .get(server_ns)
+            .is_some_and(|names| names.contains(name));
+        let conflicted = || {
+            cluster
+                .server_ranks
+                .get(&(server_ns.to_string(), name.to_string()))
+                .is_some_and(|best| *best < route.kind.rank())
         };
-        parents.push(ours(
-            parent.clone(),
-            vec![condition(ACCEPTED, accepted, reason, message)],
-        ));
+        let accepted = if !exists {
+            condition(
+                ACCEPTED,
+                false,
+                NO_MATCHING_PARENT,
+                format!("Server {server_ns}/{name} not found"),
+            )
+        } else if conflicted() {
+            condition(ACCEPTED, false, ROUTE_CONFLICTED, String::new())
+        } else {
+            condition(ACCEPTED, true, ACCEPTED, String::new())
+        };
+        let parent_ref = ParentRef {
+            group: Some(k8s_api::policy::GROUP.to_string()),
+            kind: Some("Server".to_string()),
+            namespace: Some(server_ns.to_string()),
+            name: name.to_string(),
+            section_name: None,
+            port: None,
+        };
+        parents.push(ours(parent_ref, vec![accepted]));
     }
     let resolved = resolved_refs(route.backends, cluster, None);
     let service_parents = route
@@ -290,6 +312,18 @@ pub fn route_status(
         parents.push(ours(parent_ref, vec![accepted, resolved]));
     }
     HttpRouteStatus { parents }
+}
+
+/// The (namespace, name) of every Server parent, the namespace defaulting
+/// to the route's.
+fn server_parents<'a>(
+    parents: &'a [ParentRef],
+    ns: &'a str,
+) -> impl Iterator<Item = (&'a str, &'a str)> {
+    parents
+        .iter()
+        .filter(|p| is_server_parent(p))
+        .map(move |p| (p.namespace.as_deref().unwrap_or(ns), p.name.as_str()))
 }
 
 /// `ResolvedRefs` of a route's backends, for a Service parent (`None`) or
@@ -395,9 +429,9 @@ impl StatusIndex {
     /// The routes whose current status differs from the desired one, with
     /// the status to write.
     pub fn patches(&self, now: &Time) -> Vec<StatusPatch> {
-        let no_servers = BTreeSet::new();
         let mut parent_ranks: HashMap<ServiceParent, u8> = HashMap::new();
         let mut egress_parent_ranks: HashMap<ServiceParent, u8> = HashMap::new();
+        let mut server_ranks: HashMap<(String, String), u8> = HashMap::new();
         for ((kind, ns, _), r) in &self.routes {
             for parent in crate::index::outbound::routes::service_parents(&r.parents, ns) {
                 let rank = parent_ranks.entry(parent).or_insert(u8::MAX);
@@ -405,6 +439,11 @@ impl StatusIndex {
             }
             for parent in crate::index::outbound::routes::egress_parents(&r.parents, ns) {
                 let rank = egress_parent_ranks.entry(parent).or_insert(u8::MAX);
+                *rank = (*rank).min(kind.rank());
+            }
+            for (server_ns, name) in server_parents(&r.parents, ns) {
+                let key = (server_ns.to_string(), name.to_string());
+                let rank = server_ranks.entry(key).or_insert(u8::MAX);
                 *rank = (*rank).min(kind.rank());
             }
         }
@@ -421,7 +460,8 @@ impl StatusIndex {
                     current: route.status.as_ref(),
                 };
                 let cluster = ClusterView {
-                    servers: self.servers.get(ns).unwrap_or(&no_servers),
+                    servers: &self.servers,
+                    server_ranks: &server_ranks,
                     services: &self.services,
                     parent_ranks: &parent_ranks,
                     egress_networks: &egress_networks,

@@ -18,15 +18,19 @@ fn server_parent(name: &str) -> ParentRef {
     parent(json!({"group": "policy.linkerd.io", "kind": "Server", "name": name}))
 }
 
-fn servers(names: &[&str]) -> BTreeSet<String> {
-    names.iter().map(|n| n.to_string()).collect()
+/// Servers of namespace `ns`.
+fn servers(names: &[&str]) -> HashMap<String, BTreeSet<String>> {
+    HashMap::from([(
+        "ns".to_string(),
+        names.iter().map(|n| n.to_string()).collect(),
+    )])
 }
 
 /// The status of a policy HTTPRoute with only Server parents.
 fn server_route_status(
     parents: &[ParentRef],
     current: Option<&HttpRouteStatus>,
-    servers: &BTreeSet<String>,
+    servers: &HashMap<String, BTreeSet<String>>,
     now: &Time,
 ) -> HttpRouteStatus {
     let view = RouteView {
@@ -39,6 +43,7 @@ fn server_route_status(
     };
     let cluster = ClusterView {
         servers,
+        server_ranks: &HashMap::new(),
         services: &HashMap::new(),
         parent_ranks: &HashMap::new(),
         egress_networks: &HashMap::new(),
@@ -47,14 +52,26 @@ fn server_route_status(
     route_status(&view, &cluster, now)
 }
 
+/// Our entry for Server `ns/name`, its parentRef as the original writes it.
 fn ours(name: &str, status: &str, reason: &str, at: &Time) -> RouteParentStatus {
-    let message = if status == "True" {
-        String::new()
+    ours_in("ns", name, status, reason, at)
+}
+
+fn ours_in(ns: &str, name: &str, status: &str, reason: &str, at: &Time) -> RouteParentStatus {
+    let message = if reason == NO_MATCHING_PARENT {
+        format!("Server {ns}/{name} not found")
     } else {
-        format!("Server ns/{name} not found")
+        String::new()
     };
     RouteParentStatus {
-        parent_ref: server_parent(name),
+        parent_ref: ParentRef {
+            group: Some("policy.linkerd.io".into()),
+            kind: Some("Server".into()),
+            namespace: Some(ns.into()),
+            name: name.into(),
+            section_name: None,
+            port: None,
+        },
         controller_name: POLICY_CONTROLLER_NAME.into(),
         conditions: vec![Condition {
             type_: ACCEPTED.into(),
@@ -85,8 +102,15 @@ fn accepted_if_the_server_exists_else_no_matching_parent() {
         vec![
             ours("web", "True", ACCEPTED, &now),
             ours("gone", "False", NO_MATCHING_PARENT, &now),
+            ours_in("other", "x", "False", NO_MATCHING_PARENT, &now),
         ],
-        "one entry per distinct local Server parent; other kinds and namespaces skipped"
+        "one entry per distinct Server parent, with its namespace; other kinds skipped"
+    );
+    let json = serde_json::to_value(&status.parents[0].parent_ref).expect("json");
+    assert_eq!(
+        json,
+        json!({"group": "policy.linkerd.io", "kind": "Server", "namespace": "ns", "name": "web"}),
+        "the parentRef the original writes: no port, no sectionName"
     );
 }
 
@@ -358,6 +382,38 @@ fn our_service_parent_entries_are_kept_when_unchanged() {
         index.patches(&time(60)),
         vec![],
         "nothing erased, nothing rewritten"
+    );
+}
+
+#[test]
+fn a_grpc_route_on_the_same_server_conflicts_http_routes() {
+    let now = time(0);
+    let mut index = StatusIndex::default();
+    index.apply(server("web"));
+    let web = json!([{"group": "policy.linkerd.io", "kind": "Server", "name": "web"}]);
+    index.apply(route("api", web.clone(), None));
+    let grpc: gateway::GRPCRoute = serde_json::from_value(json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "GRPCRoute",
+        "metadata": {"namespace": "ns", "name": "rpc", "generation": 1},
+        "spec": {"parentRefs": web},
+    }))
+    .expect("grpc route");
+    index.apply(grpc);
+    let patches = index.patches(&now);
+    let status = |kind| {
+        patches
+            .iter()
+            .find(|p| p.kind == kind)
+            .map(|p| p.status.parents.clone())
+            .expect("a patch")
+    };
+    assert_eq!(
+        status(RouteKind::Grpc),
+        vec![ours("web", "True", ACCEPTED, &now)]
+    );
+    assert_eq!(
+        status(RouteKind::PolicyHttp),
+        vec![ours("web", "False", ROUTE_CONFLICTED, &now)]
     );
 }
 

@@ -4,9 +4,11 @@
 //! served through the shared [`admission`] plumbing; any other kind is
 //! admitted with a warning. Every kind is checked with the very
 //! conversion the index applies ([`crate::index`]), so an object the
-//! webhook admits is never ignored by the index, and the reverse; the only
-//! admission-only rule is that a Server's `accessPolicy` must parse (the
-//! index tolerates a bad one rather than drop the Server).
+//! webhook admits is never ignored by the index, and the reverse; the
+//! admission-only rules are that a Server's `accessPolicy` must parse (the
+//! index tolerates a bad one rather than drop the Server) and the rule
+//! timeouts of a policy HTTPRoute ([`route_timeouts`]), which the inbound
+//! index does not read.
 
 use admission::{AdmissionRequest, Validate, Verdict};
 use k8s_api::{
@@ -36,8 +38,10 @@ pub enum Rejection {
     Parse(#[from] serde_json::Error),
     #[error(transparent)]
     Invalid(#[from] InvalidResource),
-    #[error("{0}")]
+    #[error("invalid 'accessPolicy' field: {0}")]
     AccessPolicy(#[from] crate::core::InvalidDefaultPolicy),
+    #[error(transparent)]
+    Timeouts(#[from] route_timeouts::InvalidTimeouts),
     #[error("is not a kind this webhook validates")]
     UnsupportedKind,
 }
@@ -86,6 +90,7 @@ impl PolicyValidator {
                 let route: HTTPRoute = parse(object)?;
                 RouteBinding::from_resource(&route, ns)?;
                 policies::check_egress_parents(route.spec.parent_refs.as_deref())?;
+                route_timeouts::check(&route.spec)?;
                 // Routes on Services also go through the outbound conversion.
                 if has_service_parent(route.spec.parent_refs.as_deref()) {
                     outbound_routes::http_route(
@@ -286,11 +291,14 @@ impl Validate for PolicyValidator {
 /// `is invalid: <what>` for rule violations, the rejection itself otherwise.
 fn message(rejection: &Rejection) -> String {
     match rejection {
-        Rejection::Invalid(_) | Rejection::AccessPolicy(_) => format!("is invalid: {rejection}"),
+        Rejection::Invalid(_) | Rejection::AccessPolicy(_) | Rejection::Timeouts(_) => {
+            format!("is invalid: {rejection}")
+        }
         Rejection::Parse(_) | Rejection::UnsupportedKind => rejection.to_string(),
     }
 }
 
 mod policies;
+mod route_timeouts;
 #[cfg(test)]
 mod tests;

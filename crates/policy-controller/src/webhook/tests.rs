@@ -53,10 +53,29 @@ fn servers() {
                "proxyProtocol": "HTTP/1", "accessPolicy": "audit"}),
     );
     accepts("Server", json!({"podSelector": {}, "port": 8080}));
+    accepts(
+        "Server",
+        json!({"externalWorkloadSelector": {"matchLabels": {"app": "vm"}}, "port": 8080}),
+    );
     rejects(
         "Server",
         json!({"podSelector": {}, "port": 80, "accessPolicy": "allow"}),
-        "is invalid: invalid default policy \"allow\" (expected one of all-unauthenticated, all-authenticated, cluster-unauthenticated, cluster-authenticated, deny, audit)",
+        "is invalid: invalid 'accessPolicy' field: invalid default policy \"allow\" (expected one of all-unauthenticated, all-authenticated, cluster-unauthenticated, cluster-authenticated, deny, audit)",
+    );
+    rejects(
+        "Server",
+        json!({"port": 80}),
+        "is invalid: one of podSelector or externalWorkloadSelector must be set",
+    );
+    rejects(
+        "Server",
+        json!({"podSelector": {}, "externalWorkloadSelector": {}, "port": 80}),
+        "is invalid: podSelector and externalWorkloadSelector may not both be set",
+    );
+    rejects(
+        "Server",
+        json!({"externalWorkloadSelector": {"matchExpressions": [{"key": "a", "operator": "Near"}]}, "port": 80}),
+        "is invalid: unsupported label selector operator \"Near\"",
     );
     rejects(
         "Server",
@@ -227,6 +246,10 @@ fn authorization_policies() {
             ),
             "is invalid: unsupported target apps/Deployment",
         ),
+        (
+            json!({"targetRef": target("Server", "web")}),
+            "could not be parsed: missing field `requiredAuthenticationRefs`",
+        ),
     ];
     for (spec, message) in cases {
         rejects("AuthorizationPolicy", spec, message);
@@ -241,7 +264,7 @@ fn mesh_tls_authentications() {
     );
     accepts(
         "MeshTLSAuthentication",
-        json!({"identityRefs": [{"kind": "ServiceAccount", "name": "web"}, {"kind": "Namespace", "name": "other"}, {"kind": "Namespace"}]}),
+        json!({"identityRefs": [{"kind": "ServiceAccount", "name": "web"}, {"kind": "Namespace", "name": "other"}]}),
     );
     let cases = [
         (
@@ -259,6 +282,10 @@ fn mesh_tls_authentications() {
         (
             json!({"identityRefs": [{"kind": "ServiceAccount"}]}),
             "is invalid: a ServiceAccount reference needs a name",
+        ),
+        (
+            json!({"identityRefs": [{"kind": "Namespace"}]}),
+            "is invalid: a Namespace reference needs a name",
         ),
         (json!({}), "is invalid: authorizes no clients"),
     ];
@@ -335,6 +362,23 @@ fn http_routes() {
         (
             json!([{"filters": [{"type": "RequestRedirect", "requestRedirect": {"statusCode": 1000}}]}]),
             "is invalid: invalid redirect status 1000",
+        ),
+        (
+            json!([{"filters": [{"type": "RequestRedirect", "requestRedirect": {"path": {"type": "ReplaceFullPath", "replaceFullPath": "b"}}}]}]),
+            "is invalid: requestRedirect.path.replaceFullPath \"b\" is not an absolute path",
+        ),
+        (
+            json!([{"filters": [{"type": "RequestRedirect", "requestRedirect": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "v2/"}}}]}]),
+            "is invalid: requestRedirect.path.replacePrefixMatch \"v2/\" is not an absolute path",
+        ),
+        // Timeouts are checked whatever the parents (here only a Server).
+        (
+            json!([{"timeouts": {"request": "1s", "backendRequest": "2s"}}]),
+            "is invalid: backendRequest timeout (2s) must not be greater than request timeout (1s)",
+        ),
+        (
+            json!([{"timeouts": {"backendRequest": "-5ms"}}]),
+            "is invalid: backendRequest timeout must not be negative",
         ),
     ];
     for (rules, message) in cases {
@@ -431,7 +475,7 @@ fn outbound_routes() {
         (
             route(json!([{"timeouts": {"request": "1s", "backendRequest": "2s"}}])),
             json!({}),
-            "is invalid: backendRequest timeout 2s exceeds the request timeout 1s",
+            "is invalid: backendRequest timeout (2s) must not be greater than request timeout (1s)",
         ),
     ];
     for (spec, annotations, message) in cases {
@@ -445,7 +489,7 @@ fn outbound_routes() {
     rejects(
         "HTTPRoute",
         route(json!([{"timeouts": {"request": "-1s"}}])),
-        "is invalid: request timeout \"-1s\" is negative",
+        "is invalid: request timeout must not be negative",
     );
     let grpc = |m: Value| json!({"parentRefs": [svc.clone()], "rules": [{"matches": [m]}]});
     assert_eq!(

@@ -392,8 +392,12 @@ fn http_rule(
     if let (Some(request), Some(backend)) = (request, backend_request)
         && backend > request
     {
+        let text = |d: Option<&String>| d.cloned().unwrap_or_default();
+        let t = rule.timeouts.as_ref();
         return Err(invalid(format!(
-            "backendRequest timeout {backend:?} exceeds the request timeout {request:?}"
+            "backendRequest timeout ({}) must not be greater than request timeout ({})",
+            text(t.and_then(|t| t.backend_request.as_ref())),
+            text(t.and_then(|t| t.request.as_ref())),
         )));
     }
     let mut timeouts = timeouts.clone();

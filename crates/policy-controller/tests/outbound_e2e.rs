@@ -531,6 +531,35 @@ spec:
     );
     assert!(out.contains(&want), "want: {want}\ngot:  {out}");
 
+    // TLSRoute and TCPRoute: one rule each, as the proxy takes one.
+    for kind in ["TLSRoute", "TCPRoute"] {
+        let hostnames = if kind == "TLSRoute" {
+            "  hostnames: [web.example.com]\n"
+        } else {
+            ""
+        };
+        let two_rules = format!(
+            "apiVersion: gateway.networking.k8s.io/v1alpha2
+kind: {kind}
+metadata:
+  name: two-rules
+spec:
+  parentRefs: [{{group: core, kind: Service, name: web, port: 80}}]
+{hostnames}  rules:
+    - backendRefs: [{{name: web, port: 80}}]
+    - backendRefs: [{{name: web, port: 80}}]
+"
+        );
+        let (ok, out) = env
+            .cluster()
+            .kubectl(&["apply", "-n", ns, "-f", "-"], Some(&two_rules));
+        assert!(!ok, "must be refused: {out}");
+        let want = format!(
+            "admission webhook \"{WEBHOOK}\" denied the request: {kind} \"{ns}/two-rules\" is invalid: a {kind} needs exactly one rule"
+        );
+        assert!(out.contains(&want), "want: {want}\ngot:  {out}");
+    }
+
     // A valid route is admitted.
     apply(&env, ns, &route_yaml("ok", ns, API_RULE));
 }

@@ -199,6 +199,8 @@ pub struct AuditResult {
     /// When every stream was correct (and stayed so); `None`: not within
     /// the deadline.
     pub correct_at: Option<Instant>,
+    /// Streams wrong at the first check (what the fault left behind).
+    pub wrong_at_first: Vec<Wrong>,
     /// Streams still wrong at the deadline.
     pub stale: Vec<Wrong>,
 }
@@ -217,8 +219,10 @@ pub async fn wait_for_quiet(
     let audited = streams.iter().filter(|s| !skip(&s.target)).count();
     let settle = Duration::from_secs(2);
     let mut correct_since: Option<Instant> = None;
+    let mut wrong_at_first: Option<Vec<Wrong>> = None;
     loop {
         let wrong = wrong_streams(streams, &world, skip);
+        let first = wrong_at_first.get_or_insert_with(|| wrong.clone());
         let now = Instant::now();
         if wrong.is_empty() {
             let since = *correct_since.get_or_insert(now);
@@ -226,6 +230,7 @@ pub async fn wait_for_quiet(
                 return Ok(AuditResult {
                     audited,
                     correct_at: Some(since),
+                    wrong_at_first: std::mem::take(first),
                     stale: Vec::new(),
                 });
             }
@@ -235,6 +240,7 @@ pub async fn wait_for_quiet(
                 return Ok(AuditResult {
                     audited,
                     correct_at: None,
+                    wrong_at_first: std::mem::take(first),
                     stale: wrong,
                 });
             }

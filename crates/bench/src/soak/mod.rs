@@ -63,6 +63,12 @@ pub struct Args {
     /// How long an audit waits for every stream to be correct.
     #[arg(long, default_value_t = 60)]
     quiet_timeout_secs: u64,
+    /// Keep the work directory (the servers' and the cluster's logs).
+    #[arg(long)]
+    keep: bool,
+    /// Print a few streams that were wrong when each audit began.
+    #[arg(long)]
+    verbose: bool,
     /// The `destination` binary.
     #[arg(long)]
     destination_bin: PathBuf,
@@ -84,6 +90,7 @@ struct Soak {
     stall: watch::Sender<bool>,
     deadline: Duration,
     audits: Vec<AuditRecord>,
+    verbose: bool,
     /// Faults injected, by kind.
     faults: Vec<Fault>,
 }
@@ -148,6 +155,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         stall,
         deadline: Duration::from_secs(args.quiet_timeout_secs),
         audits: Vec::new(),
+        verbose: args.verbose,
         faults: Vec::new(),
     };
     let started = Instant::now();
@@ -178,7 +186,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     soak.destination.stop();
     soak.policy.stop();
     drop(soak);
-    let _ = std::fs::remove_dir_all(&work_dir);
+    if args.keep {
+        println!("  logs kept in {}", work_dir.display());
+    } else {
+        let _ = std::fs::remove_dir_all(&work_dir);
+    }
     if stale > 0 {
         bail!(
             "{stale} stale or wrong streams over all audits ({final_stale} at the final one); replay with --seed {seed}"
@@ -282,6 +294,7 @@ impl Soak {
             label: label.to_string(),
             after_fault: label.starts_with("fault"),
             audited: result.audited,
+            wrong_at_first: result.wrong_at_first.len(),
             stale: result.stale,
             from_fault: result
                 .correct_at
@@ -291,6 +304,14 @@ impl Soak {
                 .map(|(back, at)| at.saturating_duration_since(back)),
         };
         record.print();
+        if self.verbose {
+            for wrong in result.wrong_at_first.iter().take(3) {
+                println!(
+                    "    wrong at first: {} holds {} / truth {}",
+                    wrong.target, wrong.held, wrong.expected
+                );
+            }
+        }
         self.audits.push(record);
         Ok(())
     }

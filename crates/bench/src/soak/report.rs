@@ -17,6 +17,8 @@ pub struct AuditRecord {
     /// It followed a fault (counts in the convergence figures).
     pub after_fault: bool,
     pub audited: usize,
+    /// Streams wrong when the audit began.
+    pub wrong_at_first: usize,
     pub stale: Vec<Wrong>,
     /// From the fault's start (or the audit's start) to every stream correct.
     pub from_fault: Option<Duration>,
@@ -37,9 +39,10 @@ impl AuditRecord {
             _ => "NOT all correct by the deadline".to_string(),
         };
         println!(
-            "  audit [{}]: {} streams, {} stale or wrong; {timing}",
+            "  audit [{}]: {} streams ({} wrong at first), {} stale or wrong; {timing}",
             self.label,
             self.audited,
+            self.wrong_at_first,
             self.stale.len()
         );
         for wrong in self.stale.iter().take(PRINTED_STALE) {

@@ -18,8 +18,8 @@ use kube::{Api, api::ListParams};
 use super::{
     NS,
     client::{Stream, Target},
-    ops::service_profiles,
-    truth::{self, PodFacts, PodKey, ProfileView},
+    ops::{servers, service_profiles},
+    truth::{self, InboundView, PodFacts, PodKey, ProfileView},
 };
 
 /// The objects of the soak's namespace, listed once.
@@ -29,6 +29,8 @@ pub struct World {
     pods: BTreeMap<PodKey, PodFacts>,
     /// ServiceProfile specs by name.
     profiles: BTreeMap<String, serde_json::Value>,
+    /// Servers: (name, spec), by name.
+    servers: Vec<(String, serde_json::Value)>,
     enable_ipv6: bool,
 }
 
@@ -37,6 +39,8 @@ pub struct World {
 pub enum Expected {
     Addrs(BTreeSet<SocketAddr>),
     Profile(ProfileView),
+    /// `None`: the pod does not exist (the stream cannot be served).
+    Inbound(Option<InboundView>),
 }
 
 impl World {
@@ -64,12 +68,23 @@ impl World {
                     p.metadata.namespace.clone().unwrap_or_else(|| NS.into()),
                     p.metadata.name.clone()?,
                 );
-                let node_name = p
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.node_name.clone())
-                    .unwrap_or_default();
-                Some((key, PodFacts { node_name }))
+                let spec = p.spec.as_ref();
+                let node_name = spec.and_then(|s| s.node_name.clone()).unwrap_or_default();
+                let named_ports = spec
+                    .into_iter()
+                    .flat_map(|s| &s.containers)
+                    .flat_map(|c| c.ports.iter().flatten())
+                    .filter_map(|p| Some((p.name.clone()?, p.container_port)))
+                    .collect();
+                let labels = p.metadata.labels.clone().unwrap_or_default();
+                Some((
+                    key,
+                    PodFacts {
+                        node_name,
+                        labels,
+                        named_ports,
+                    },
+                ))
             })
             .collect();
         let profiles = service_profiles(client)
@@ -82,11 +97,23 @@ impl World {
                 Some((name, sp.data.get("spec").cloned().unwrap_or_default()))
             })
             .collect();
+        let mut servers: Vec<(String, serde_json::Value)> = servers(client)
+            .list(&lp)
+            .await?
+            .items
+            .into_iter()
+            .filter_map(|srv| {
+                let name = srv.metadata.name.clone()?;
+                Some((name, srv.data.get("spec").cloned().unwrap_or_default()))
+            })
+            .collect();
+        servers.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(Self {
             services,
             slices,
             pods,
             profiles,
+            servers,
             enable_ipv6,
         })
     }
@@ -129,6 +156,11 @@ impl World {
                     *port,
                 ))
             }
+            Target::Inbound { pod, port } => Expected::Inbound(
+                self.pods
+                    .get(&(NS.to_string(), pod.clone()))
+                    .map(|facts| truth::inbound(facts, &self.servers, *port)),
+            ),
         }
     }
 }
@@ -164,6 +196,7 @@ pub fn wrong_streams(
             && match expected {
                 Expected::Addrs(addrs) => h.addrs == *addrs,
                 Expected::Profile(view) => h.profile.as_ref() == Some(view),
+                Expected::Inbound(view) => h.inbound.as_ref() == view.as_ref(),
             };
         if !ok {
             wrong.push(Wrong {
@@ -175,10 +208,17 @@ pub fn wrong_streams(
                         .profile
                         .as_ref()
                         .map_or_else(|| "no profile".into(), ToString::to_string),
+                    Expected::Inbound(_) => h
+                        .inbound
+                        .as_ref()
+                        .map_or_else(|| "no server".into(), ToString::to_string),
                 },
                 expected: match expected {
                     Expected::Addrs(addrs) => format_addrs(addrs),
                     Expected::Profile(view) => view.to_string(),
+                    Expected::Inbound(view) => view
+                        .as_ref()
+                        .map_or_else(|| "no such pod".into(), ToString::to_string),
                 },
                 last_error: h.last_error.clone(),
             });

@@ -3,7 +3,8 @@
 //! over from the full state a new stream sends), some of them slow readers
 //! and some stalled on command. What a stream holds is built only from what
 //! it was sent: `Add` adds addresses, `Remove` removes them, `NoEndpoints`
-//! clears them; a profile stream holds the last profile.
+//! clears them; a profile stream holds the last profile, a `WatchPort`
+//! stream (on the policy controller) the last inbound server.
 
 use std::{
     collections::BTreeSet,
@@ -15,9 +16,17 @@ use std::{
 use linkerd2_proxy_api::destination::{
     DestinationProfile, GetDestination, Update, destination_client::DestinationClient, update,
 };
+use linkerd2_proxy_api::inbound::{
+    PortSpec, Server as InboundServer, inbound_server_policies_client::InboundServerPoliciesClient,
+    proxy_protocol,
+};
 use tokio::sync::watch;
 
-use super::{NS, rng::Rng, truth::ProfileView};
+use super::{
+    NS,
+    rng::Rng,
+    truth::{InboundView, ProfileView},
+};
 
 /// What a stream asks for.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -30,6 +39,8 @@ pub enum Target {
     },
     /// `GetProfile svc.soak.svc.cluster.local:port`.
     Profile { service: String, port: u16 },
+    /// `InboundServerPolicies.WatchPort` of `pod:port` (policy controller).
+    Inbound { pod: String, port: u16 },
 }
 
 impl std::fmt::Display for Target {
@@ -41,6 +52,7 @@ impl std::fmt::Display for Target {
                 node,
             } => write!(f, "Get {service}:{port} (node {node:?})"),
             Target::Profile { service, port } => write!(f, "GetProfile {service}:{port}"),
+            Target::Inbound { pod, port } => write!(f, "WatchPort {pod}:{port}"),
         }
     }
 }
@@ -65,6 +77,8 @@ pub struct Holding {
     pub addrs: BTreeSet<SocketAddr>,
     /// `GetProfile`: the last profile received.
     pub profile: Option<ProfileView>,
+    /// `WatchPort`: the last inbound server received.
+    pub inbound: Option<InboundView>,
     /// Messages received in total.
     pub messages: u64,
     /// Streams opened (1 + reconnects).
@@ -124,7 +138,8 @@ pub fn spawn(
     let task_holding = holding.clone();
     let task_target = target.clone();
     tokio::spawn(async move {
-        let mut client = DestinationClient::new(channel);
+        let mut client = DestinationClient::new(channel.clone());
+        let mut inbound = InboundServerPoliciesClient::new(channel);
         let mut rng = Rng::new(seed);
         let mut backoff = Duration::from_millis(100);
         loop {
@@ -179,6 +194,28 @@ pub fn spawn(
                         Err(status) => failed(&task_holding, &status),
                     }
                 }
+                Target::Inbound { pod, port } => {
+                    let request = PortSpec {
+                        workload: format!(r#"{{"ns":"{NS}","pod":"{pod}"}}"#),
+                        port: u32::from(*port),
+                    };
+                    match inbound.watch_port(request).await {
+                        Ok(response) => {
+                            let mut stream = response.into_inner();
+                            start(&task_holding);
+                            read(
+                                &task_holding,
+                                reader,
+                                &stall,
+                                &mut rng,
+                                &mut stream,
+                                apply_inbound,
+                            )
+                            .await
+                        }
+                        Err(status) => failed(&task_holding, &status),
+                    }
+                }
             };
             lock(&task_holding).connected = false;
             // As proxies do: retry soon, back off while failing.
@@ -204,6 +241,7 @@ fn start(holding: &Mutex<Holding>) {
     h.connected = true;
     h.addrs.clear();
     h.profile = None;
+    h.inbound = None;
     h.opened += 1;
 }
 
@@ -292,6 +330,25 @@ pub fn apply_profile(h: &mut Holding, profile: DestinationProfile) {
             .map(|r| r.metrics_labels.get("route").cloned().unwrap_or_default())
             .collect(),
         opaque: profile.opaque_protocol,
+    });
+}
+
+/// Keeps the last inbound server.
+pub fn apply_inbound(h: &mut Holding, server: InboundServer) {
+    let label = |k: &str| server.labels.get(k).cloned().unwrap_or_default();
+    let protocol = match server.protocol.and_then(|p| p.kind) {
+        Some(proxy_protocol::Kind::Detect(_)) => "Detect",
+        Some(proxy_protocol::Kind::Opaque(_)) => "Opaque",
+        Some(proxy_protocol::Kind::Tls(_)) => "Tls",
+        Some(proxy_protocol::Kind::Http1(_)) => "Http1",
+        Some(proxy_protocol::Kind::Http2(_)) => "Http2",
+        Some(proxy_protocol::Kind::Grpc(_)) => "Grpc",
+        None => "none",
+    };
+    h.inbound = Some(InboundView {
+        kind: label("kind"),
+        name: label("name"),
+        protocol: protocol.into(),
     });
 }
 

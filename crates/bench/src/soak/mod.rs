@@ -51,7 +51,13 @@ pub struct Args {
     /// `GetProfile` streams.
     #[arg(long, default_value_t = 200)]
     profile_streams: usize,
-    /// HTTP/2 connections the streams share.
+    /// `WatchPort` streams (on the policy controller).
+    #[arg(long, default_value_t = 200)]
+    inbound_streams: usize,
+    /// Pods followed by `WatchPort` (outside the endpoint churn).
+    #[arg(long, default_value_t = 40)]
+    policy_pods: usize,
+    /// HTTP/2 connections the streams share (per server).
     #[arg(long, default_value_t = 200)]
     connections: usize,
     /// Services (a fifth of them, at least 2, followed by `GetProfile`).
@@ -103,8 +109,15 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     });
     let profiled = (args.services / 5).max(2).min(args.services);
     println!(
-        "soak: seed {seed}; {} ops, {} faults, {} Get + {} GetProfile streams over {} connections, {} Services ({profiled} with ServiceProfiles)",
-        args.ops, args.faults, args.streams, args.profile_streams, args.connections, args.services
+        "soak: seed {seed}; {} ops, {} faults, {} Get + {} GetProfile streams over {} connections, {} WatchPort streams; {} Services ({profiled} with ServiceProfiles), {} policy pods",
+        args.ops,
+        args.faults,
+        args.streams,
+        args.profile_streams,
+        args.connections,
+        args.inbound_streams,
+        args.services,
+        args.policy_pods
     );
     let work_dir = std::env::temp_dir().join(format!("meridian-soak-{}", std::process::id()));
     let (cluster, client) = crate::common::start_cluster(&work_dir).await?;
@@ -113,6 +126,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         client.clone(),
         args.services,
         profiled,
+        args.policy_pods,
         Rng::new(rng.next_u64()),
     );
     let setup = Instant::now();
@@ -144,7 +158,13 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     destination.start().await?;
 
     let (stall, stall_rx) = watch::channel(false);
-    let streams = open_streams(&args, &workload, destination.grpc, &stall_rx, &mut rng)?;
+    let streams = open_streams(
+        &args,
+        &workload,
+        (destination.grpc, policy.grpc),
+        &stall_rx,
+        &mut rng,
+    )?;
     let mut soak = Soak {
         cluster,
         client,
@@ -204,11 +224,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 fn open_streams(
     args: &Args,
     workload: &Workload,
-    addr: std::net::SocketAddr,
+    (destination, policy): (std::net::SocketAddr, std::net::SocketAddr),
     stall: &watch::Receiver<bool>,
     rng: &mut Rng,
 ) -> anyhow::Result<Vec<Stream>> {
-    let channels = client::channels(addr, args.connections)?;
+    let channels = client::channels(destination, args.connections)?;
+    let policy_channels = client::channels(policy, (args.connections / 4).max(1))?;
     let mut targets = Vec::new();
     for service in workload.service_names() {
         for port in [80, 9000, 81] {
@@ -231,22 +252,33 @@ fn open_streams(
         .into_iter()
         .map(|service| Target::Profile { service, port: 80 })
         .collect();
-    let mut streams = Vec::with_capacity(args.streams + args.profile_streams);
+    let inbound: Vec<Target> = workload
+        .policy_pod_names()
+        .into_iter()
+        .flat_map(|pod| {
+            [8080, 9090].map(|port| Target::Inbound {
+                pod: pod.clone(),
+                port,
+            })
+        })
+        .collect();
+    let mut streams =
+        Vec::with_capacity(args.streams + args.profile_streams + args.inbound_streams);
+    let pick = |list: &[Target], i: usize| list.get(i % list.len().max(1)).cloned();
     let wanted = (0..args.streams)
-        .filter_map(|i| Some((i, targets.get(i % targets.len().max(1))?.clone())))
-        .chain((0..args.profile_streams).filter_map(|i| {
-            Some((
-                args.streams + i,
-                profiles.get(i % profiles.len().max(1))?.clone(),
-            ))
-        }));
+        .filter_map(|i| Some((i, pick(&targets, i)?)))
+        .chain((0..args.profile_streams).filter_map(|i| Some((i, pick(&profiles, i)?))))
+        .chain((0..args.inbound_streams).filter_map(|i| Some((i, pick(&inbound, i)?))));
     for (i, target) in wanted {
         let reader = match i % 10 {
             0 => Reader::Slow(Duration::from_millis(50)),
             1 => Reader::Stallable,
             _ => Reader::Normal,
         };
-        let channel = channels[i % channels.len()].clone();
+        let channel = match target {
+            Target::Inbound { .. } => policy_channels[i % policy_channels.len()].clone(),
+            _ => channels[i % channels.len()].clone(),
+        };
         streams.push(client::spawn(
             channel,
             target,
@@ -307,8 +339,15 @@ impl Soak {
         if self.verbose {
             for wrong in result.wrong_at_first.iter().take(3) {
                 println!(
-                    "    wrong at first: {} holds {} / truth {}",
-                    wrong.target, wrong.held, wrong.expected
+                    "    wrong at first: {}{} holds {} / truth {}",
+                    wrong.target,
+                    if wrong.connected {
+                        ""
+                    } else {
+                        " (not connected)"
+                    },
+                    wrong.held,
+                    wrong.expected
                 );
             }
         }
@@ -366,9 +405,12 @@ impl Soak {
                 for _ in 0..10 {
                     self.workload.step().await;
                 }
-                // The destination keeps serving Get and GetProfile meanwhile.
-                self.audit(&format!("{label} (while down)"), at, None)
-                    .await?;
+                // The destination keeps serving Get and GetProfile meanwhile
+                // (WatchPort streams, served by the policy controller, wait).
+                self.audit_skipping(&format!("{label} (while down)"), at, None, &|t| {
+                    matches!(t, Target::Inbound { .. })
+                })
+                .await?;
                 self.policy.restart().await?;
                 self.audit(&format!("{label} (back)"), at, Some(Instant::now()))
                     .await
@@ -406,6 +448,11 @@ impl Soak {
             .iter()
             .filter(|s| matches!(s.target, Target::Get { .. }))
             .count();
+        let profiles = self
+            .streams
+            .iter()
+            .filter(|s| matches!(s.target, Target::Profile { .. }))
+            .count();
         let slow = self
             .streams
             .iter()
@@ -440,9 +487,9 @@ impl Soak {
         kinds.retain(|k| !k.ends_with(": 0"));
         println!("  faults: {} ({})", self.faults.len(), kinds.join("; "));
         println!(
-            "  streams: {} ({gets} Get, {} GetProfile; {slow} slow readers, {stallable} stalled every other segment); {messages} messages, {reconnects} reconnects, {anomalies} anomalies (Remove of an address not held)",
+            "  streams: {} ({gets} Get, {profiles} GetProfile, {} WatchPort; {slow} slow readers, {stallable} stalled every other segment); {messages} messages, {reconnects} reconnects, {anomalies} anomalies (Remove of an address not held)",
             self.streams.len(),
-            self.streams.len() - gets,
+            self.streams.len() - gets - profiles,
         );
         println!(
             "  audits: {}; stale or wrong streams: {stale} (goal 0)",

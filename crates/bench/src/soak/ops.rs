@@ -2,7 +2,10 @@
 //! namespace `soak`: selector-less Services with hand-written EndpointSlices
 //! (`kubernetes.io/service-name`), kwok-style pods (created, then given a
 //! Running status with their pod IP) that the slices reference by
-//! `targetRef`, a few targetless endpoints, and ServiceProfiles.
+//! `targetRef`, a few targetless endpoints, and ServiceProfiles; and, for
+//! the policy controller's `WatchPort` streams, pods outside the churn that
+//! are relabelled between groups, each group selected by one `Server` whose
+//! port and protocol change.
 //!
 //! The model here only chooses sensible operations (what exists, what a
 //! slice lists); the audit never reads it: its truth comes from a fresh LIST.
@@ -40,6 +43,12 @@ const ROUTES: [(&str, &str, &str); 6] = [
     ("DELETE /items", "DELETE", "/items/[^/]*"),
     ("GET /metrics", "GET", "/metrics"),
 ];
+
+/// Server protocols.
+const PROTOCOLS: [&str; 6] = ["unknown", "HTTP/1", "HTTP/2", "gRPC", "opaque", "TLS"];
+
+/// Server ports: a number, or a container port's name.
+const SERVER_PORTS: [&str; 4] = ["8080", "http", "9090", "admin"];
 
 /// Values of the Service's `config.linkerd.io/opaque-ports` annotation.
 const OPAQUE: [Option<&str>; 7] = [
@@ -79,9 +88,12 @@ pub enum Op {
     SliceTargetless,
     SliceDeleteCreate,
     ProfileEdit,
+    ServerEdit,
+    ServerDeleteCreate,
+    PodRelabel,
 }
 
-const OPS: [(Op, u32); 13] = [
+const OPS: [(Op, u32); 16] = [
     (Op::ScaleUp, 14),
     (Op::ScaleDown, 11),
     (Op::ReadyFlip, 14),
@@ -95,7 +107,18 @@ const OPS: [(Op, u32); 13] = [
     (Op::SliceTargetless, 4),
     (Op::SliceDeleteCreate, 4),
     (Op::ProfileEdit, 8),
+    (Op::ServerEdit, 5),
+    (Op::ServerDeleteCreate, 2),
+    (Op::PodRelabel, 4),
 ];
+
+/// A `Server` selecting the pods labelled `group=<its index>`.
+#[derive(Clone, Debug)]
+struct ServerModel {
+    exists: bool,
+    port: &'static str,
+    protocol: &'static str,
+}
 
 #[derive(Clone, Debug)]
 struct Endpoint {
@@ -143,6 +166,9 @@ impl Svc {
 pub struct Workload {
     client: kube::Client,
     services: Vec<Svc>,
+    /// The `WatchPort` pods' groups (`None`: no `group` label).
+    policy_pods: Vec<Option<usize>>,
+    servers: Vec<ServerModel>,
     rng: Rng,
     /// Operations performed, by kind.
     pub counts: BTreeMap<Op, u64>,
@@ -169,6 +195,26 @@ fn targetless_ip(s: usize, t: usize) -> String {
     format!("10.250.{}.{}", s % 250, t + 1)
 }
 
+/// The name of policy pod `i`.
+pub fn policy_pod_name(i: usize) -> String {
+    format!("pol-{i}")
+}
+
+fn server_name(g: usize) -> String {
+    format!("srv-{g}")
+}
+
+pub fn servers(client: &kube::Client) -> Api<DynamicObject> {
+    let resource = ApiResource {
+        group: "policy.linkerd.io".into(),
+        version: "v1beta3".into(),
+        api_version: "policy.linkerd.io/v1beta3".into(),
+        kind: "Server".into(),
+        plural: "servers".into(),
+    };
+    Api::namespaced_with(client.clone(), NS, &resource)
+}
+
 fn profile_name(service: &str) -> String {
     format!("{service}.{NS}.svc.cluster.local")
 }
@@ -186,8 +232,24 @@ pub fn service_profiles(client: &kube::Client) -> Api<DynamicObject> {
 
 impl Workload {
     /// The initial model of `services` Services (the first `profiled` of
-    /// them followed by `GetProfile`), from `rng`.
-    pub fn new(client: kube::Client, services: usize, profiled: usize, mut rng: Rng) -> Self {
+    /// them followed by `GetProfile`) and `policy_pods` pods for
+    /// `WatchPort`, from `rng`.
+    pub fn new(
+        client: kube::Client,
+        services: usize,
+        profiled: usize,
+        policy_pods: usize,
+        mut rng: Rng,
+    ) -> Self {
+        let groups = (policy_pods / 5).max(2);
+        let servers = (0..groups)
+            .map(|g| ServerModel {
+                exists: true,
+                port: SERVER_PORTS[g % SERVER_PORTS.len()],
+                protocol: PROTOCOLS[g % PROTOCOLS.len()],
+            })
+            .collect();
+        let policy_pods = (0..policy_pods).map(|i| Some(i % groups)).collect();
         let services = (0..services)
             .map(|s| {
                 let n = rng.range(2, 6);
@@ -239,6 +301,8 @@ impl Workload {
         Self {
             client,
             services,
+            policy_pods,
+            servers,
             rng,
             counts: BTreeMap::new(),
             errors: 0,
@@ -249,6 +313,11 @@ impl Workload {
     /// Names of the Services.
     pub fn service_names(&self) -> Vec<String> {
         self.services.iter().map(|s| s.name.clone()).collect()
+    }
+
+    /// Names of the pods followed by `WatchPort`.
+    pub fn policy_pod_names(&self) -> Vec<String> {
+        (0..self.policy_pods.len()).map(policy_pod_name).collect()
     }
 
     /// Names of the Services followed by `GetProfile`.
@@ -289,6 +358,12 @@ impl Workload {
             .await;
         for result in results {
             result?;
+        }
+        for i in 0..self.policy_pods.len() {
+            self.create_policy_pod(i).await?;
+        }
+        for g in 0..self.servers.len() {
+            self.apply_server(g).await?;
         }
         for i in 0..self.services.len() {
             self.apply_service(i).await?;
@@ -361,7 +436,89 @@ impl Workload {
                 }
             }
             Op::ProfileEdit => self.profile_edit(s).await,
+            Op::ServerEdit => {
+                let g = self.rng.below(self.servers.len());
+                if self.rng.chance(50) {
+                    self.servers[g].protocol = *self.rng.pick(&PROTOCOLS).unwrap_or(&"unknown");
+                } else {
+                    self.servers[g].port = *self.rng.pick(&SERVER_PORTS).unwrap_or(&"8080");
+                }
+                if self.servers[g].exists {
+                    self.apply_server(g).await
+                } else {
+                    Ok(())
+                }
+            }
+            Op::ServerDeleteCreate => {
+                let g = self.rng.below(self.servers.len());
+                if self.servers[g].exists {
+                    self.servers[g].exists = false;
+                    delete(&servers(&self.client), &server_name(g)).await
+                } else {
+                    self.servers[g].exists = true;
+                    self.apply_server(g).await
+                }
+            }
+            Op::PodRelabel => {
+                if self.policy_pods.is_empty() {
+                    return Ok(());
+                }
+                let i = self.rng.below(self.policy_pods.len());
+                let group = self.rng.below(self.servers.len() + 1);
+                self.policy_pods[i] = (group < self.servers.len()).then_some(group);
+                let patch = json!({"metadata": {"labels": {
+                    "group": self.policy_pods[i].map(|g| g.to_string()),
+                }}});
+                self.pods()
+                    .patch(
+                        &policy_pod_name(i),
+                        &PatchParams::default(),
+                        &Patch::Merge(&patch),
+                    )
+                    .await?;
+                Ok(())
+            }
         }
+    }
+
+    async fn create_policy_pod(&self, i: usize) -> anyhow::Result<()> {
+        let name = policy_pod_name(i);
+        let mut spec = local_cluster::workload::PodSpecBuilder::new(&name, node_of(i))
+            .label("role", "policy")
+            .port(Some("http"), 8080)
+            .port(Some("admin"), 9090)
+            .meshed("linkerd");
+        if let Some(g) = self.policy_pods[i] {
+            spec = spec.label("group", &g.to_string());
+        }
+        let pods = self.pods();
+        pods.create(&PostParams::default(), &spec.build()).await?;
+        let ip = Ipv4Addr::new(10, 99, (i / 250) as u8, (i % 250 + 1) as u8);
+        local_cluster::workload::set_status(&pods, &name, ip, true).await?;
+        Ok(())
+    }
+
+    async fn apply_server(&self, g: usize) -> anyhow::Result<()> {
+        let server = &self.servers[g];
+        let port = match server.port.parse::<u16>() {
+            Ok(n) => json!(n),
+            Err(_) => json!(server.port),
+        };
+        let object = json!({
+            "apiVersion": "policy.linkerd.io/v1beta3",
+            "kind": "Server",
+            "metadata": {"name": server_name(g)},
+            "spec": {
+                "podSelector": {"matchLabels": {"group": g.to_string()}},
+                "port": port,
+                "proxyProtocol": server.protocol,
+                "accessPolicy": "all-unauthenticated",
+            },
+        });
+        servers(&self.client)
+            .patch(&server_name(g), &apply_params(), &Patch::Apply(&object))
+            .await?;
+        Ok(())
     }
 
     async fn scale_up(&mut self, s: usize) -> anyhow::Result<()> {

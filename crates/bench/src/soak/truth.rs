@@ -21,6 +21,12 @@
 //!   and `opaque_protocol` from the Service's `config.linkerd.io/opaque-ports`
 //!   annotation (numbers, ranges, Service port names; no annotation: the
 //!   destination's default opaque ports, none in the soak).
+//! - `WatchPort pod:port` (policy controller): the Server whose
+//!   `podSelector.matchLabels` the pod's labels satisfy and whose `port` is
+//!   the number or the name of one of the pod's container ports with that
+//!   number (the soak's Servers never contest a port), with its
+//!   `proxyProtocol`; without one, the default server (`all-unauthenticated`,
+//!   protocol detection).
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -37,6 +43,10 @@ pub type PodKey = (String, String);
 pub struct PodFacts {
     /// `spec.nodeName` (`""` if unset).
     pub node_name: String,
+    /// `metadata.labels`.
+    pub labels: BTreeMap<String, String>,
+    /// Named container ports: (name, containerPort).
+    pub named_ports: Vec<(String, i32)>,
 }
 
 /// The requested port resolved through the Service.
@@ -263,6 +273,72 @@ fn opaque_list_contains(service: &Service, list: &str, port: u16) -> bool {
         })
 }
 
+/// What a `WatchPort` stream shows that the audit checks.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct InboundView {
+    /// `labels["kind"]`: `server` or `default`.
+    pub kind: String,
+    /// `labels["name"]`: the Server's name, or the default policy's.
+    pub name: String,
+    /// The protocol: `Detect`, `Opaque`, `Tls`, `Http1`, `Http2`, `Grpc`.
+    pub protocol: String,
+}
+
+impl std::fmt::Display for InboundView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {} ({})", self.kind, self.name, self.protocol)
+    }
+}
+
+/// The inbound server of `port` of a pod, from the namespace's Servers
+/// (`(name, spec)`).
+pub fn inbound(pod: &PodFacts, servers: &[(String, serde_json::Value)], port: u16) -> InboundView {
+    let selects = |spec: &serde_json::Value| {
+        let Some(labels) = spec
+            .get("podSelector")
+            .and_then(|s| s.get("matchLabels"))
+            .and_then(|l| l.as_object())
+        else {
+            return false;
+        };
+        labels.iter().all(|(k, v)| {
+            v.as_str()
+                .is_some_and(|v| pod.labels.get(k).map(String::as_str) == Some(v))
+        })
+    };
+    let on_port = |spec: &serde_json::Value| match spec.get("port") {
+        Some(serde_json::Value::Number(n)) => n.as_u64() == Some(u64::from(port)),
+        Some(serde_json::Value::String(name)) => pod
+            .named_ports
+            .iter()
+            .any(|(n, p)| n == name && *p == i32::from(port)),
+        _ => false,
+    };
+    let found = servers
+        .iter()
+        .find(|(_, spec)| selects(spec) && on_port(spec));
+    match found {
+        Some((name, spec)) => InboundView {
+            kind: "server".into(),
+            name: name.clone(),
+            protocol: match spec.get("proxyProtocol").and_then(|p| p.as_str()) {
+                Some("HTTP/1") => "Http1",
+                Some("HTTP/2") => "Http2",
+                Some("gRPC") => "Grpc",
+                Some("opaque") => "Opaque",
+                Some("TLS") => "Tls",
+                _ => "Detect",
+            }
+            .into(),
+        },
+        None => InboundView {
+            kind: "default".into(),
+            name: "all-unauthenticated".into(),
+            protocol: "Detect".into(),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -310,6 +386,7 @@ mod tests {
                     ("soak".to_string(), n.to_string()),
                     PodFacts {
                         node_name: node.to_string(),
+                        ..Default::default()
                     },
                 )
             })
@@ -535,5 +612,43 @@ mod tests {
             );
         }
         assert!(!profile(None, Some(&spec), 80).opaque);
+    }
+
+    #[test]
+    fn inbound_server_by_selector_and_port() {
+        let pod = PodFacts {
+            node_name: String::new(),
+            labels: [("group".to_string(), "1".to_string())].into(),
+            named_ports: vec![("http".into(), 8080), ("admin".into(), 9090)],
+        };
+        let servers = vec![
+            (
+                "srv-0".to_string(),
+                json!({"podSelector": {"matchLabels": {"group": "0"}}, "port": 8080, "proxyProtocol": "opaque"}),
+            ),
+            (
+                "srv-1".to_string(),
+                json!({"podSelector": {"matchLabels": {"group": "1"}}, "port": "http", "proxyProtocol": "HTTP/2"}),
+            ),
+        ];
+        assert_eq!(
+            inbound(&pod, &servers, 8080),
+            InboundView {
+                kind: "server".into(),
+                name: "srv-1".into(),
+                protocol: "Http2".into()
+            }
+        );
+        let default = inbound(&pod, &servers, 9090);
+        assert_eq!(
+            (default.kind.as_str(), default.protocol.as_str()),
+            ("default", "Detect")
+        );
+        let numbered = vec![(
+            "srv-1".to_string(),
+            json!({"podSelector": {"matchLabels": {"group": "1"}}, "port": 9090}),
+        )];
+        assert_eq!(inbound(&pod, &numbered, 9090).protocol, "Detect");
+        assert_eq!(inbound(&pod, &numbered, 9090).kind, "server");
     }
 }

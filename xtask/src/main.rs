@@ -6,6 +6,7 @@
 //! - `e2e`: the Meridian pod on a real kubelet (or kind, or any cluster) and the e2e suite.
 //! - `gen-crds`: writes `deploy/crds/` from the Rust types.
 //! - `images`: the container images, built locally (no registry needed).
+//! - `soak`: churn and faults against the destination and the policy controller, every stream audited.
 //! - `up`: the whole control plane locally, with sample workloads.
 //! - `test`: every test of the workspace (builds the control plane first).
 
@@ -18,6 +19,7 @@ mod images;
 mod imports;
 mod paths;
 mod pin;
+mod soak;
 mod test;
 mod up;
 
@@ -49,6 +51,8 @@ enum Command {
     Images(images::ImagesArgs),
     /// Runs the whole control plane on the local real API server, with sample workloads (Ctrl-C stops).
     Up(up::UpArgs),
+    /// Churn and faults against the destination and the policy controller, auditing every stream (release build).
+    Soak(soak::SoakArgs),
     /// Runs every test of the workspace against a freshly built local control plane.
     Test(test::TestArgs),
 }
@@ -62,6 +66,7 @@ fn main() -> anyhow::Result<()> {
         Command::GenCrds => gen_crds::run(),
         Command::Imports => imports::run(),
         Command::Images(args) => images::run(args),
+        Command::Soak(args) => soak::run(args),
         Command::Test(args) => test::run(args),
         Command::Up(args) => up::run(args),
     }

@@ -1,8 +1,10 @@
 //! `cargo xtask test`: every test of the workspace. Builds the control-plane
 //! binaries first (cached), so that the integration tests only start them,
-//! then checks the documentation's intra-doc links (`cargo doc --no-deps`,
-//! broken links as errors: cheap next to the tests, and catches stale
-//! references after a move) and that no crate has an import circle
+//! then runs the short soak (`cargo xtask soak`'s fixed-seed run: churn and
+//! faults, every stream audited; any stale stream fails), then checks the
+//! documentation's intra-doc links (`cargo doc --no-deps`, broken links as
+//! errors: cheap next to the tests, and catches stale references after a
+//! move) and that no crate has an import circle
 //! (`cargo xtask imports`), then runs `cargo xtask e2e` (the Meridian pod
 //! on a local real node) unless `--no-e2e`.
 
@@ -48,6 +50,8 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
     if !status.success() {
         bail!("cargo test failed with {status}");
     }
+    // The binaries `cargo build --workspace --bins` just built (dev profile).
+    crate::soak::short("dev")?;
     doc_links(&cargo)?;
     crate::imports::run()?;
     if args.no_e2e {

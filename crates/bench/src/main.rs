@@ -6,6 +6,7 @@ mod common;
 mod destination;
 mod policy;
 mod policy_outbound;
+mod soak;
 mod sp_validator;
 mod stats;
 
@@ -27,6 +28,9 @@ enum Bench {
     Policy(policy::Args),
     /// AdmissionReviews over TLS: reviews per second and latency.
     SpValidator(sp_validator::Args),
+    /// Churn and faults against the destination and the policy controller,
+    /// auditing every stream against the API's truth.
+    Soak(soak::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -38,5 +42,6 @@ fn main() -> anyhow::Result<()> {
         Bench::Destination(args) => runtime.block_on(destination::run(args)),
         Bench::Policy(args) => runtime.block_on(policy::run(args)),
         Bench::SpValidator(args) => runtime.block_on(sp_validator::run(args)),
+        Bench::Soak(args) => runtime.block_on(soak::run(args)),
     }
 }

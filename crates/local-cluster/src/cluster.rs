@@ -527,6 +527,12 @@ impl Cluster {
         format!("https://{}:{}", self.host, self.apiserver_port)
     }
 
+    /// etcd's client URL (plain HTTP on 127.0.0.1; its v3 JSON gateway
+    /// answers `POST /v3/kv/...`), e.g. to force a compaction.
+    pub fn etcd_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.etcd_port)
+    }
+
     /// The kube-apiserver's serving CA (PEM).
     pub fn ca_pem(&self) -> &str {
         &self.ca_pem

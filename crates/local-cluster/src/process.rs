@@ -115,6 +115,15 @@ impl ManagedProcess {
         }
     }
 
+    /// Kills the child at once (SIGKILL, no grace), as a crash or an OOM
+    /// kill would, and reaps it.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
     /// Forgets the child without stopping it (for detached processes).
     pub fn release(mut self) -> Option<u32> {
         self.child.take().map(|c| c.id())

@@ -2,7 +2,11 @@
 //! (protox), so building needs no `protoc` on the machine.
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let proto_root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto");
+    // Read when the script runs (not `env!`, fixed when it was compiled):
+    // a build-script binary reused by another checkout must read its own
+    // sources.
+    let proto_root =
+        std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?).join("../../proto");
     let files = ["meridian/policy/v1/workload_ports.proto"];
     for file in files {
         println!("cargo:rerun-if-changed={}", proto_root.join(file).display());

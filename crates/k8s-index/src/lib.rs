@@ -6,16 +6,19 @@
 //! - [`cache`]: [`ObjectCache`], a ready-made index keyed by object name.
 //! - [`watch`]: runs a kube-runtime watcher (no polling) into an index,
 //!   re-listing after outages so objects deleted meanwhile disappear, and
-//!   skipping objects that fail to deserialize.
+//!   skipping objects that fail to deserialize; [`backoff`]: how soon a
+//!   failed watch is retried.
 //! - [`metrics`]: cache size, events applied and watch restarts per kind.
 //! - [`resources`]: the watched kinds and their watcher configurations.
 
+pub mod backoff;
 pub mod cache;
 pub mod index;
 pub mod metrics;
 pub mod resources;
 pub mod watch;
 
+pub use backoff::WatchBackoff;
 pub use cache::ObjectCache;
 pub use index::{Index, ObjectKey, Tee};
 pub use metrics::IndexMetrics;

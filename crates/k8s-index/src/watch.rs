@@ -5,7 +5,7 @@
 //! deleted while the watch was down (an apiserver outage, a network split)
 //! disappear. Objects that fail to deserialize are logged, counted and
 //! treated as absent; they never stop the watch. Watch failures are
-//! retried with kube-runtime's default backoff. `managedFields`, large and
+//! retried soon ([`WatchBackoff`]: at most 2 s apart). `managedFields`, large and
 //! read by no index, are dropped once on the stream ([`Checked::trim`]).
 
 use std::{collections::HashSet, fmt::Debug, sync::Arc};
@@ -26,7 +26,7 @@ use parking_lot::RwLock;
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
-use crate::{Index, IndexMetrics, ObjectKey, metrics::KindMetrics};
+use crate::{Index, IndexMetrics, ObjectKey, WatchBackoff, metrics::KindMetrics};
 
 /// An index shared between its watch and its readers.
 pub type SharedIndex<I> = Arc<RwLock<I>>;
@@ -105,7 +105,7 @@ impl WatchTask {
         W::DynamicType: Default,
         I: Index<W::Object> + Send + Sync + 'static,
     {
-        let stream = watcher(api, config).default_backoff();
+        let stream = watcher(api, config).backoff(WatchBackoff::new());
         Self::from_stream(kind, stream, index, metrics)
     }
 

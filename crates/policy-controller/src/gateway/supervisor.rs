@@ -139,7 +139,7 @@ where
     {
         let api: Api<CustomResourceDefinition> = Api::all(self.client.clone());
         let config = watcher::Config::default().fields(&format!("metadata.name={}", K::crd_name()));
-        let mut crds = std::pin::pin!(watcher(api, config).default_backoff());
+        let mut crds = std::pin::pin!(watcher(api, config).backoff(k8s_index::WatchBackoff::new()));
         let tracker = KeyTracker::shared(self.target.clone());
         let mut running: Option<Running> = None;
         let mut listing: Option<Option<CustomResourceDefinition>> = None;

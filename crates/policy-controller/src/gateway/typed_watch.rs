@@ -32,7 +32,7 @@ pub fn events<K: GatewayRoute>(
     let api: Api<DynamicObject> = Api::all_with(client, &api_resource::<K>(version));
     let config = watcher::Config::default().any_semantic();
     watcher(api, config)
-        .default_backoff()
+        .backoff(k8s_index::WatchBackoff::new())
         .map(|event| event.map(|event| map_event(event, typed::<K>)))
 }
 

@@ -199,7 +199,7 @@ fn check_regexes(m: &RequestMatch) -> Result<(), (&str, String)> {
 /// defaults and size limit, but only the NFA is built. The `regex` crate
 /// would also determinize small patterns into a DFA, which made up most of
 /// the webhook's CPU time and decides nothing about validity.
-fn check_regex(pattern: &str) -> Result<(), String> {
+pub fn check_regex(pattern: &str) -> Result<(), String> {
     // Profiles are re-applied far more often than their patterns change:
     // remember recent verdicts (bounded; forgotten wholesale when full).
     const REMEMBERED: usize = 4096;

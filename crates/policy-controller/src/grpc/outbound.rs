@@ -68,8 +68,8 @@ impl<D: DiscoverOutboundPolicy> OutboundPolicyServer<D> {
         OutboundPoliciesServer::new(self)
     }
 
-    /// Resolves a request to a target.
-    fn target(&self, spec: proto::TrafficSpec) -> Result<OutboundTarget, tonic::Status> {
+    /// Resolves a request to a target (public for the fuzz targets).
+    pub fn target(&self, spec: proto::TrafficSpec) -> Result<OutboundTarget, tonic::Status> {
         let target = spec
             .target
             .ok_or_else(|| tonic::Status::invalid_argument("target is required"))?;

@@ -55,6 +55,18 @@ fn maybe(
     Ok(())
 }
 
+/// A field the CRD schema requires: the apiserver refuses an object
+/// without it before any webhook sees it.
+fn always(
+    u: &mut Unstructured<'_>,
+    object: &mut serde_json::Map<String, Value>,
+    key: &str,
+    value: impl FnOnce(&mut Unstructured<'_>) -> Result<Value>,
+) -> Result<()> {
+    object.insert(key.into(), value(u)?);
+    Ok(())
+}
+
 fn list(
     u: &mut Unstructured<'_>,
     max: u32,
@@ -142,14 +154,14 @@ const QUANTITIES: &[&str] = &[
 
 fn route(u: &mut Unstructured<'_>) -> Result<Value> {
     let mut r = serde_json::Map::new();
-    maybe(u, &mut r, "name", |u| {
+    always(u, &mut r, "name", |u| {
         pick(u, &["GET /books", "r", ""]).map(Value::from)
     })?;
-    maybe(u, &mut r, "condition", |u| request_match(u, 0))?;
+    always(u, &mut r, "condition", |u| request_match(u, 0))?;
     maybe(u, &mut r, "responseClasses", |u| {
         list(u, 2, |u| {
             let mut c = serde_json::Map::new();
-            maybe(u, &mut c, "condition", |u| response_match(u, 0))?;
+            always(u, &mut c, "condition", |u| response_match(u, 0))?;
             maybe(u, &mut c, "isFailure", |u| {
                 Ok(Value::from(bool::arbitrary(u)?))
             })?;
@@ -165,7 +177,8 @@ fn route(u: &mut Unstructured<'_>) -> Result<Value> {
     Ok(Value::Object(r))
 }
 
-/// A ServiceProfile with the CRD's field names and fuzzed values.
+/// A ServiceProfile with the CRD's field names and fuzzed values; the
+/// fields `deploy/crds/serviceprofiles.yaml` requires are always there.
 fn service_profile_object(u: &mut Unstructured<'_>) -> Result<Value> {
     let name = pick(
         u,
@@ -175,22 +188,22 @@ fn service_profile_object(u: &mut Unstructured<'_>) -> Result<Value> {
     maybe(u, &mut spec, "routes", |u| list(u, 3, route))?;
     maybe(u, &mut spec, "retryBudget", |u| {
         let mut b = serde_json::Map::new();
-        maybe(u, &mut b, "retryRatio", |u| Ok(json!(float(u)?)))?;
-        maybe(u, &mut b, "minRetriesPerSecond", number)?;
-        maybe(u, &mut b, "ttl", |u| pick(u, DURATIONS).map(Value::from))?;
+        always(u, &mut b, "retryRatio", |u| Ok(json!(float(u)?)))?;
+        always(u, &mut b, "minRetriesPerSecond", number)?;
+        always(u, &mut b, "ttl", |u| pick(u, DURATIONS).map(Value::from))?;
         Ok(Value::Object(b))
     })?;
     maybe(u, &mut spec, "dstOverrides", |u| {
         list(u, 3, |u| {
             let mut d = serde_json::Map::new();
-            maybe(u, &mut d, "authority", |u| {
+            always(u, &mut d, "authority", |u| {
                 pick(
                     u,
                     &["web.ns.svc.cluster.local:80", "web", "[::1]:80", "a:0", ""],
                 )
                 .map(Value::from)
             })?;
-            maybe(u, &mut d, "weight", |u| {
+            always(u, &mut d, "weight", |u| {
                 Ok(if u.arbitrary()? {
                     Value::from(pick(u, QUANTITIES)?)
                 } else {
@@ -209,8 +222,10 @@ fn service_profile_object(u: &mut Unstructured<'_>) -> Result<Value> {
 }
 
 /// ServiceProfile validation, from generated profiles (first byte even) or
-/// raw JSON. What the sp-validator admits, the destination reads: it
-/// deserializes as `k8s_api::ServiceProfile` and converts to rules.
+/// raw JSON. A generated profile (which has the fields the CRD requires,
+/// as every object the webhook sees does) that the sp-validator admits,
+/// the destination reads: it deserializes as `k8s_api::ServiceProfile`
+/// and converts to rules.
 pub fn service_profile(data: &[u8]) {
     let Some((&mode, rest)) = data.split_first() else {
         return;

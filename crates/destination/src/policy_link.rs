@@ -11,7 +11,9 @@
 
 use std::time::Duration;
 
-use meridian_api::policy::v1::{WatchRequest, workload_ports_client::WorkloadPortsClient};
+use meridian_api::policy::v1::{
+    WatchRequest, WatchUpdate, workload_ports_client::WorkloadPortsClient,
+};
 use meridian_runtime::{DegradedHandle, Shutdown};
 use prometheus_client::{metrics::gauge::Gauge, registry::Registry};
 
@@ -107,26 +109,33 @@ async fn follow(
                     degraded.set(None);
                     *backoff = Duration::from_millis(100);
                 }
-                let pods = update
-                    .pods
-                    .into_iter()
-                    .filter_map(|p| {
-                        let pod = p.pod?;
-                        let ports = p
-                            .ports
-                            .into_iter()
-                            .filter_map(|port| u16::try_from(port).ok())
-                            .collect();
-                        Some(((pod.namespace, pod.name), ports))
-                    })
-                    .collect();
-                apply(OpaquePortsUpdate {
-                    reset: update.reset,
-                    pods,
-                });
+                apply(decode_update(update));
             }
             Ok(None) => return "the stream ended".to_string(),
             Err(status) => return status.to_string(),
         }
+    }
+}
+
+/// One `WatchUpdate` as the index takes it: a pod entry without a pod
+/// reference is dropped, and so is a port outside `0..=65535` (the proto
+/// field is a `uint32`); the rest is kept as sent.
+pub fn decode_update(update: WatchUpdate) -> OpaquePortsUpdate {
+    let pods = update
+        .pods
+        .into_iter()
+        .filter_map(|p| {
+            let pod = p.pod?;
+            let ports = p
+                .ports
+                .into_iter()
+                .filter_map(|port| u16::try_from(port).ok())
+                .collect();
+            Some(((pod.namespace, pod.name), ports))
+        })
+        .collect();
+    OpaquePortsUpdate {
+        reset: update.reset,
+        pods,
     }
 }

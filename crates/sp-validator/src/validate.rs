@@ -196,10 +196,12 @@ fn check_regexes(m: &RequestMatch) -> Result<(), (&str, String)> {
 }
 
 /// Whether the `regex` crate accepts `pattern`: the same parser, syntax
-/// defaults and size limit, but only the NFA is built. The `regex` crate
-/// would also determinize small patterns into a DFA, which made up most of
-/// the webhook's CPU time and decides nothing about validity.
-fn check_regex(pattern: &str) -> Result<(), String> {
+/// defaults and size limit, and the same two NFAs (forward and reverse:
+/// the reverse one can exceed the limit alone, e.g. `\w{500}`), but no
+/// full DFA. The `regex` crate would also determinize small patterns into
+/// a DFA, which made up most of the webhook's CPU time and decides nothing
+/// about validity; the lazy DFA it builds instead costs nothing up front.
+pub fn check_regex(pattern: &str) -> Result<(), String> {
     // Profiles are re-applied far more often than their patterns change:
     // remember recent verdicts (bounded; forgotten wholesale when full).
     const REMEMBERED: usize = 4096;
@@ -228,16 +230,20 @@ fn compile_check(pattern: &str) -> Result<(), String> {
     let config = meta::Config::new()
         .nfa_size_limit(Some(10 * (1 << 20)))
         .dfa(false)
-        .hybrid(false)
+        // The lazy DFA is what makes the builder compile the reverse NFA,
+        // whose size `regex::Regex::new` also checks.
+        .hybrid(true)
         .onepass(false)
         .backtrack(false);
     meta::Builder::new()
         .configure(config)
         .build(pattern)
         .map(drop)
-        .map_err(|e| match e.syntax_error() {
-            Some(syntax) => first_error_line(&syntax.to_string()),
-            None => e.to_string(),
+        .map_err(|e| match (e.syntax_error(), e.size_limit()) {
+            (Some(syntax), _) => first_error_line(&syntax.to_string()),
+            // The `regex` crate's words for `CompiledTooBig`.
+            (None, Some(limit)) => format!("compiled regex exceeds size limit of {limit} bytes"),
+            (None, None) => e.to_string(),
         })
 }
 
@@ -591,6 +597,19 @@ mod tests {
             denied(json!({"routes": [null], "retryBudget": {"retryRatio": -1, "ttl": ""}})),
             "has a null route"
         );
+    }
+
+    /// Found by the `sp_regex` fuzz target: `\w{500}` fits the limit as a
+    /// forward NFA but not as the reverse one `regex::Regex::new` also
+    /// builds, so the webhook admitted a pattern the proxy cannot compile.
+    #[test]
+    fn reverse_nfa_size_counts() {
+        for pattern in ["\\w{500}", "\\w{0500}"] {
+            assert!(regex::Regex::new(pattern).is_err(), "{pattern}");
+            let error = check_regex(pattern).expect_err(pattern);
+            assert!(error.contains("exceeds size limit"), "{error}");
+        }
+        assert_eq!(check_regex("\\w{100}"), Ok(()));
     }
 
     #[test]

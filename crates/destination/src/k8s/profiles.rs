@@ -196,31 +196,98 @@ fn has_port(authority: &str) -> bool {
         .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok())
 }
 /// The milli-value of a Kubernetes quantity (`1` → 1000, `500m` → 500,
-/// `1k` → 1000000, `0.5` → 500), rounded up like Kubernetes does; `None` if
-/// malformed or negative.
+/// `1k` → 1000000, `0.5` → 500, `1Ki` → 1024000), computed exactly and
+/// rounded up like Kubernetes' `MilliValue` (`1n` → 1), saturating at
+/// `u64::MAX`; `None` if malformed or negative. Accepts exactly what the
+/// sp-validator admits: every suffix (`n`, `u`, `m`, `k`, `M`, `G`, `T`,
+/// `P`, `E`, `Ki`…`Ei`, `e<exp>`/`E<exp>`) and a sign.
 pub fn milli_value(quantity: &str) -> Option<u64> {
     let q = quantity.trim();
-    let split = q
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+'))
-        .unwrap_or(q.len());
-    let (number, suffix) = q.split_at(split);
-    let number = number.strip_prefix('+').unwrap_or(number);
-    let value: f64 = number.parse().ok()?;
-    let scale: f64 = match suffix {
-        "" => 1.0,
-        "m" => 1e-3,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "Ki" => 1024.0,
-        "Mi" => 1024.0 * 1024.0,
-        "Gi" => 1024.0 * 1024.0 * 1024.0,
-        s if s.starts_with(['e', 'E']) => 10f64.powi(s[1..].parse().ok()?),
-        _ => return None,
+    let (negative, unsigned) = match q.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, q.strip_prefix('+').unwrap_or(q)),
     };
-    let milli = value * scale * 1000.0;
-    (milli.is_finite() && milli >= 0.0).then(|| milli.ceil() as u64)
+    let number_len = unsigned
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(unsigned.len());
+    let (number, suffix) = unsigned.split_at(number_len);
+    let (int, frac) = number.split_once('.').unwrap_or((number, ""));
+    if int.is_empty() && frac.is_empty() || frac.contains('.') {
+        return None;
+    }
+    let (exp10, exp2) = quantity_suffix(suffix)?;
+    // value × 1000 = digits × 10^exp10 × 2^exp2
+    let exp10 = exp10.saturating_add(3 - i64::try_from(frac.len()).ok()?);
+    let digits: Vec<u8> = int.bytes().chain(frac.bytes()).map(|b| b - b'0').collect();
+    let Some(first) = digits.iter().position(|&d| d != 0) else {
+        return Some(0); // zero, `-0` included
+    };
+    if negative {
+        return None;
+    }
+    let digits = &digits[first..];
+    // Where the decimal point falls in `digits`.
+    let point = i64::try_from(digits.len()).ok()?.saturating_add(exp10);
+    if point > 21 {
+        return Some(u64::MAX); // at least 10^21
+    }
+    if point < -25 {
+        return Some(1); // below 10^-25 × 2^60 < 1
+    }
+    let mut whole: u128 = 0;
+    let mut fraction: Vec<u8> = Vec::new();
+    for i in 0..point.max(0) {
+        let d = usize::try_from(i).ok().and_then(|i| digits.get(i));
+        whole = whole * 10 + u128::from(d.copied().unwrap_or(0));
+    }
+    fraction.extend(std::iter::repeat_n(0, usize::try_from(-point).unwrap_or(0)));
+    fraction.extend(digits.iter().skip(usize::try_from(point).unwrap_or(0)));
+    // Multiply the fraction by 2^exp2, doubling its decimal digits.
+    for _ in 0..exp2 {
+        let mut carry = 0;
+        for d in fraction.iter_mut().rev() {
+            let doubled = *d * 2 + carry;
+            (*d, carry) = (doubled % 10, doubled / 10);
+        }
+        whole = whole.saturating_mul(2).saturating_add(u128::from(carry));
+    }
+    let round_up = u128::from(fraction.iter().any(|&d| d != 0));
+    Some(u64::try_from(whole.saturating_add(round_up)).unwrap_or(u64::MAX))
+}
+
+/// A quantity suffix as (power of ten, power of two); `None` if unknown.
+fn quantity_suffix(suffix: &str) -> Option<(i64, u32)> {
+    Some(match suffix {
+        "" => (0, 0),
+        "n" => (-9, 0),
+        "u" => (-6, 0),
+        "m" => (-3, 0),
+        "k" => (3, 0),
+        "M" => (6, 0),
+        "G" => (9, 0),
+        "T" => (12, 0),
+        "P" => (15, 0),
+        "E" => (18, 0),
+        "Ki" => (0, 10),
+        "Mi" => (0, 20),
+        "Gi" => (0, 30),
+        "Ti" => (0, 40),
+        "Pi" => (0, 50),
+        "Ei" => (0, 60),
+        _ => {
+            let exp = suffix.strip_prefix(['e', 'E'])?;
+            let (negative, digits) = match exp.strip_prefix('-') {
+                Some(rest) => (true, rest),
+                None => (false, exp.strip_prefix('+').unwrap_or(exp)),
+            };
+            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            // Any exponent past ±10^18 means "saturated" or "rounds to 1".
+            let magnitude = digits.parse::<i64>().unwrap_or(i64::MAX / 2);
+            (if negative { -magnitude } else { magnitude }, 0)
+        }
+    })
 }
 
 #[cfg(test)]
@@ -263,5 +330,29 @@ mod tests {
         assert_eq!(milli_value("1e2"), Some(100_000));
         assert_eq!(milli_value("-1"), None);
         assert_eq!(milli_value("abc"), None);
+    }
+
+    /// Found while writing the `quantity` fuzz target (and confirmed on the
+    /// old float code): suffixes the sp-validator admits (`P`, `E`, `Ti`,
+    /// `Pi`, `Ei`, `n`, `u`, `-0`) gave weight 0, and float error rounded
+    /// 80 of the 10,000 weights `0.000`..`9.999` up by one (`2.007` → 2008).
+    #[test]
+    fn every_admitted_suffix_has_its_exact_milli_value() {
+        assert_eq!(milli_value("1P"), Some(1_000_000_000_000_000_000));
+        assert_eq!(milli_value("1Ti"), Some(1_099_511_627_776_000));
+        assert_eq!(milli_value("1Ei"), Some(u64::MAX));
+        assert_eq!(milli_value("1n"), Some(1));
+        assert_eq!(milli_value("3u"), Some(1));
+        assert_eq!(milli_value("1.5Ki"), Some(1_536_000));
+        assert_eq!(milli_value("0.001Ki"), Some(1_024));
+        assert_eq!(milli_value("-0"), Some(0));
+        assert_eq!(milli_value("1e-3"), Some(1));
+        assert_eq!(milli_value("1e99999999999999999999"), Some(u64::MAX));
+        assert_eq!(milli_value("1e-99999999999999999999"), Some(1));
+        assert_eq!(milli_value("2.007"), Some(2_007));
+        assert_eq!(milli_value("2.015"), Some(2_015));
+        assert_eq!(milli_value("1.2.3"), None);
+        assert_eq!(milli_value("1+2"), None);
+        assert_eq!(milli_value("."), None);
     }
 }

@@ -71,8 +71,12 @@ impl<D: DiscoverOutboundPolicy> OutboundPolicyServer<D> {
         OutboundPoliciesServer::new(self)
     }
 
-    /// Resolves a request to a target, and the client's namespace.
-    fn target(&self, spec: proto::TrafficSpec) -> Result<(OutboundTarget, String), tonic::Status> {
+    /// Resolves a request to a target, and the client's namespace (public
+    /// for the fuzz targets).
+    pub fn target(
+        &self,
+        spec: proto::TrafficSpec,
+    ) -> Result<(OutboundTarget, String), tonic::Status> {
         let target = spec
             .target
             .ok_or_else(|| tonic::Status::invalid_argument("target is required"))?;

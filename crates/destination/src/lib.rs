@@ -39,8 +39,11 @@
 //! - [`policy_link`]: the link to the policy controller (Server-derived
 //!   opaque ports), emitting typed updates;
 //! - [`metrics`]: Prometheus metrics (index series read at scrape time);
+//! - [`admin`]: introspection on the admin port (open streams, targets'
+//!   shared state, the consistency audit);
 //!   [`runtime`]: flags → watches, servers and shutdown.
 
+pub mod admin;
 pub mod config;
 pub mod core;
 pub mod grpc;

@@ -14,8 +14,9 @@ use parking_lot::RwLock;
 use prometheus_client::registry::Registry;
 
 use crate::{
+    admin::{AuditMetrics, Introspection},
     config::{TranslatorConfig, TranslatorFlags},
-    grpc::DestinationService,
+    grpc::{DestinationService, streams::StreamRegistry},
     index::EndpointsIndex,
     metrics::{DestinationMetrics, IndexCollector},
 };
@@ -103,6 +104,12 @@ pub struct Args {
         default_value = "http://localhost:8090"
     )]
     pub policy_addr: String,
+
+    /// How often the consistency audit compares every group, profile and
+    /// stream with the index (seconds; 0 turns the background audit off,
+    /// `/audit` on the admin port still runs it on demand).
+    #[arg(long, default_value_t = 60)]
+    pub audit_interval_secs: u64,
 }
 
 /// The original destination's flags (`controller/cmd/destination` and
@@ -207,6 +214,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let index_metrics = IndexMetrics::register(&mut registry);
     let metrics = DestinationMetrics::register(&mut registry);
     let link_metrics = crate::policy_link::LinkMetrics::register(&mut registry);
+    let audit_metrics = AuditMetrics::register(&mut registry);
     let readiness = Readiness::default();
 
     let index = Arc::new(RwLock::new(EndpointsIndex::new(config.clone())));
@@ -229,9 +237,20 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     }
     let synced = meridian_runtime::readiness::initial_sync(caches);
 
+    let streams = StreamRegistry::new();
+    let introspection = Introspection::new(index.clone(), streams.clone(), audit_metrics);
+    if args.audit_interval_secs > 0 {
+        let interval = Duration::from_secs(args.audit_interval_secs);
+        tokio::spawn(
+            introspection
+                .clone()
+                .audit_every(interval, shutdown.clone().requested()),
+        );
+    }
     let admin = AdminServer::bind(args.admin_addr, readiness.clone(), Arc::new(registry))
         .await
-        .with_context(|| format!("binding the admin server on {}", args.admin_addr))?;
+        .with_context(|| format!("binding the admin server on {}", args.admin_addr))?
+        .with_routes(introspection.routes());
     let listener = tokio::net::TcpListener::bind(args.addr)
         .await
         .with_context(|| format!("binding the gRPC server on {}", args.addr))?;
@@ -247,7 +266,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     );
     tokio::spawn(link);
 
-    let service = DestinationService::new(index, metrics, shutdown.receiver());
+    let service = DestinationService::new(index, metrics, streams, shutdown.receiver());
     let grpc = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(Duration::from_secs(10)))
         .http2_keepalive_timeout(Some(Duration::from_secs(3)))

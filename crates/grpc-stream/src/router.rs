@@ -5,7 +5,7 @@
 //! policy controller (`WatchPort`, outbound `Watch`) each implement
 //! [`FramedMethods`] instead of writing the routing themselves.
 
-use std::{convert::Infallible, future::Future, pin::Pin, sync::Arc, task::Poll};
+use std::{convert::Infallible, future::Future, net::SocketAddr, pin::Pin, sync::Arc, task::Poll};
 
 use tonic::{Status, server::NamedService};
 
@@ -19,8 +19,14 @@ pub trait FramedMethods: Send + Sync + 'static {
     /// Whether `path` (`/package.Service/Method`) is one of them.
     fn is_framed(path: &str) -> bool;
 
-    /// Opens the stream of method `path` for `request`.
-    fn open(&self, path: &str, request: Self::Request) -> Result<FrameStream, Status>;
+    /// Opens the stream of method `path` for `request` from `peer` (the
+    /// client's address, when the server runs over TCP).
+    fn open(
+        &self,
+        path: &str,
+        request: Self::Request,
+        peer: Option<SocketAddr>,
+    ) -> Result<FrameStream, Status>;
 }
 
 /// Routes framed methods to `server` and the rest to `generated`.
@@ -76,8 +82,15 @@ where
             return Box::pin(async move { generated.call(request).await });
         }
         let server = self.server.clone();
+        let peer = request
+            .extensions()
+            .get::<tonic::transport::server::TcpConnectInfo>()
+            .and_then(|info| info.remote_addr());
         Box::pin(async move {
-            Ok(serve_streaming(request, |message: S::Request| server.open(&path, message)).await)
+            Ok(serve_streaming(request, |message: S::Request| {
+                server.open(&path, message, peer)
+            })
+            .await)
         })
     }
 }

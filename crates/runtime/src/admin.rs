@@ -1,5 +1,6 @@
 //! The admin HTTP server every binary runs: `/live`, `/ready`, `/ping` and
-//! `/metrics` (Prometheus text format from a `prometheus-client` registry).
+//! `/metrics` (Prometheus text format from a `prometheus-client` registry),
+//! plus any read-only routes a binary adds ([`AdminServer::with_routes`]).
 
 use std::{net::SocketAddr, sync::Arc};
 
@@ -19,6 +20,8 @@ use crate::{Readiness, Shutdown};
 pub struct AdminServer {
     listener: TcpListener,
     state: AdminState,
+    /// The binary's own routes (e.g. introspection), beside the common ones.
+    extra: Router,
 }
 
 #[derive(Clone)]
@@ -41,7 +44,14 @@ impl AdminServer {
                 readiness,
                 registry,
             },
+            extra: Router::new(),
         })
+    }
+
+    /// Adds routes of the binary's own to the admin server.
+    pub fn with_routes(mut self, routes: Router) -> Self {
+        self.extra = self.extra.merge(routes);
+        self
     }
 
     /// The bound address (useful when binding port 0).
@@ -52,7 +62,7 @@ impl AdminServer {
     /// Serves until `shutdown` resolves.
     pub async fn serve(self, shutdown: Shutdown) -> std::io::Result<()> {
         tracing::info!(addr = %self.listener.local_addr()?, "admin server listening");
-        axum::serve(self.listener, router(self.state))
+        axum::serve(self.listener, router(self.state).merge(self.extra))
             .with_graceful_shutdown(shutdown.requested())
             .await
     }

@@ -7,17 +7,13 @@
 //! `po/<pod> <port>`) prints what a proxy gets from the policy controller,
 //! as `linkerd diagnostics policy` does.
 
-use std::{
-    collections::BTreeMap,
-    net::{IpAddr, SocketAddr},
-    time::Duration,
-};
+use std::{collections::BTreeMap, net::SocketAddr, time::Duration};
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use linkerd2_proxy_api::{
-    destination::{GetDestination, WeightedAddr, destination_client::DestinationClient, update},
-    net::TcpAddress,
+use destination::proto::view::socket_addr;
+use linkerd2_proxy_api::destination::{
+    GetDestination, WeightedAddr, destination_client::DestinationClient, update,
 };
 
 #[derive(Parser)]
@@ -248,12 +244,6 @@ fn api_error(status: tonic::Status) -> anyhow::Error {
         .map(|r| format!(" ({r})"))
         .unwrap_or_default();
     anyhow::anyhow!("Destination API error: {}{reason}", status.message())
-}
-
-fn socket_addr(addr: &TcpAddress) -> Option<SocketAddr> {
-    let ip = addr.ip.as_ref()?;
-    let ip: IpAddr = (*ip).try_into().ok()?;
-    Some(SocketAddr::new(ip, u16::try_from(addr.port).ok()?))
 }
 
 fn print_table(path: &str, current: &BTreeMap<SocketAddr, WeightedAddr>) {

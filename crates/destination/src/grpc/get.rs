@@ -3,11 +3,16 @@
 //! the group's shared step if the stream kept up, or one coalesced diff if
 //! it fell behind.
 
-use std::sync::Arc;
+use std::{net::SocketAddr, sync::Arc};
 
 use linkerd2_proxy_api::destination::GetDestination;
 
-use super::{DestinationService, FrameStream, request::get_request, status::RequestError};
+use super::{
+    DestinationService, FrameStream,
+    request::get_request,
+    status::RequestError,
+    streams::{Followed, NewStream, StreamKind},
+};
 use crate::{
     index::endpoints::GroupState,
     proto::frames::{self, Frames},
@@ -16,7 +21,11 @@ use crate::{
 impl DestinationService {
     /// Opens a `Get` stream of encoded frames. Frames are shared with the
     /// group's other streams; the stream releases its group when dropped.
-    pub(super) fn open_get(&self, request: GetDestination) -> Result<FrameStream, RequestError> {
+    pub(super) fn open_get(
+        &self,
+        request: GetDestination,
+        peer: Option<SocketAddr>,
+    ) -> Result<FrameStream, RequestError> {
         let get = get_request(&request, &self.cluster_domain).map_err(|error| {
             RequestError::Authority {
                 path: request.path.clone(),
@@ -28,12 +37,25 @@ impl DestinationService {
             .write()
             .subscribe(&get.target.service, get.target.port, get.key.clone())
             .map_err(RequestError::Subscribe)?;
-        tracing::debug!(path = %request.path, node = %get.node, "Get stream opened");
+        tracing::debug!(path = %request.path, node = %get.token.node_name, "Get stream opened");
         self.metrics.stream_opened();
+        let registered = self.streams.register(NewStream {
+            kind: StreamKind::Get,
+            path: request.path,
+            peer,
+            token: get.token,
+            followed: Followed::Group {
+                service: get.target.service.clone(),
+                port: get.target.port,
+                key: get.key.clone(),
+            },
+        });
+        let entry = registered.entry();
 
         let index = self.index.clone();
         let metrics = self.metrics.clone();
         let release = move || {
+            drop(registered);
             index
                 .write()
                 .release(&get.target.service, get.target.port, &get.key);
@@ -42,9 +64,13 @@ impl DestinationService {
         let metrics = self.metrics.clone();
         let mut cursor = StreamCursor::new();
         let frames_for = move |newest: Arc<GroupState>| {
+            let version = newest.version;
             let (frames, coalesced) = cursor.advance(newest);
             if coalesced {
                 metrics.coalesced();
+            }
+            if !frames.is_empty() {
+                entry.progress.sent(version, coalesced);
             }
             frames
         };

@@ -3,6 +3,8 @@
 //! profile first, a new one whenever what the proxy sees changes (a slow
 //! client only ever gets the newest).
 
+use std::net::SocketAddr;
+
 use futures::StreamExt;
 use linkerd2_proxy_api::destination::{DestinationProfile, GetDestination};
 
@@ -10,6 +12,7 @@ use super::{
     DestinationService, FrameStream,
     request::{ProfileTarget, profile_request},
     status::RequestError,
+    streams::{Followed, NewStream, Registered, StreamKind},
 };
 use crate::{index::profiles::Resolution, proto::profile::ProfileState};
 
@@ -18,6 +21,7 @@ impl DestinationService {
     pub(super) fn open_profile(
         &self,
         request: GetDestination,
+        peer: Option<SocketAddr>,
     ) -> Result<FrameStream, RequestError> {
         let parsed = profile_request(&request, &self.cluster_domain).map_err(|error| {
             RequestError::Authority {
@@ -25,7 +29,7 @@ impl DestinationService {
                 error,
             }
         })?;
-        let client_ns = parsed.client_ns.as_deref();
+        let client_ns = parsed.client_ns();
         let resolution = {
             let index = self.index.read();
             match &parsed.target {
@@ -38,30 +42,52 @@ impl DestinationService {
             }
         }
         .map_err(RequestError::Profile)?;
+        let new_stream = |followed| NewStream {
+            kind: StreamKind::GetProfile,
+            path: request.path.clone(),
+            peer,
+            token: parsed.token.clone(),
+            followed,
+        };
         let key = match resolution {
-            Resolution::Empty => return Ok(self.empty_profile()),
+            Resolution::Empty => {
+                let registered = self.streams.register(new_stream(Followed::EmptyProfile));
+                return Ok(self.empty_profile(registered));
+            }
             Resolution::Key(key) => key,
         };
+        let registered = self
+            .streams
+            .register(new_stream(Followed::Profile(key.clone())));
+        let entry = registered.entry();
         let rx = self.index.write().subscribe_profile(key.clone());
         let index = self.index.clone();
-        let release = move || index.write().release_profile(&key);
+        let release = move || {
+            drop(registered);
+            index.write().release_profile(&key);
+        };
         Ok(super::subscription::follow(
             rx,
             release,
             self.shutdown.clone(),
-            |state: std::sync::Arc<ProfileState>| state.frames.clone(),
+            move |state: std::sync::Arc<ProfileState>| {
+                entry.progress.sent(state.version, false);
+                state.frames.clone()
+            },
         ))
     }
 
     /// The port is not the Service's: one empty profile, then the stream
     /// stays open until shutdown (the proxy falls back to policy).
-    fn empty_profile(&self) -> FrameStream {
+    fn empty_profile(&self, registered: Registered) -> FrameStream {
         let frame = grpc_stream::encode_frame(&DestinationProfile::default());
         let mut shutdown = self.shutdown.clone();
+        registered.progress().sent(0, false);
         let stream = futures::stream::once(futures::future::ready(Ok(frame)))
             .chain(futures::stream::pending())
             .take_until(async move {
                 let _ = shutdown.wait_for(|stop| *stop).await;
+                drop(registered);
             });
         Box::pin(stream)
     }

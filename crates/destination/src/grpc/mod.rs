@@ -19,6 +19,7 @@ pub mod get;
 pub mod get_profile;
 pub mod request;
 pub mod status;
+pub mod streams;
 pub mod subscription;
 
 pub use get::StreamCursor;
@@ -27,6 +28,7 @@ pub use status::REASON_HEADER;
 
 use crate::{index::EndpointsIndex, metrics::DestinationMetrics};
 use status::RequestError;
+use streams::StreamRegistry;
 
 /// A stream of gRPC messages (the generated server's stream type; the
 /// framed router answers both RPCs before it is used).
@@ -39,6 +41,8 @@ pub struct DestinationService {
     index: Arc<RwLock<EndpointsIndex>>,
     cluster_domain: String,
     metrics: DestinationMetrics,
+    /// The open streams, for the admin server.
+    streams: Arc<StreamRegistry>,
     shutdown: watch::Receiver<bool>,
 }
 
@@ -49,6 +53,7 @@ impl DestinationService {
     pub fn new(
         index: Arc<RwLock<EndpointsIndex>>,
         metrics: DestinationMetrics,
+        streams: Arc<StreamRegistry>,
         shutdown: watch::Receiver<bool>,
     ) -> Self {
         let cluster_domain = index.read().config().cluster_domain.clone();
@@ -56,6 +61,7 @@ impl DestinationService {
             index,
             cluster_domain,
             metrics,
+            streams,
             shutdown,
         }
     }
@@ -91,11 +97,16 @@ impl grpc_stream::FramedMethods for DestinationService {
         path == GET_PATH || path == GET_PROFILE_PATH
     }
 
-    fn open(&self, path: &str, request: GetDestination) -> Result<FrameStream, Status> {
+    fn open(
+        &self,
+        path: &str,
+        request: GetDestination,
+        peer: Option<std::net::SocketAddr>,
+    ) -> Result<FrameStream, Status> {
         if path == GET_PROFILE_PATH {
-            self.open_profile(request)
+            self.open_profile(request, peer)
         } else {
-            self.open_get(request)
+            self.open_get(request, peer)
         }
         .map_err(|error| self.refuse(error))
     }

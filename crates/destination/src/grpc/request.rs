@@ -20,8 +20,8 @@ pub struct GetRequest {
     /// The filter group the client belongs to (its node, zone and the
     /// request's hostname decide what it sees).
     pub key: FilterKey,
-    /// The client's node, for the log.
-    pub node: String,
+    /// What the client said of itself (shown by the admin server).
+    pub token: ContextToken,
 }
 
 /// Parses a `Get` request.
@@ -32,11 +32,7 @@ pub fn get_request(
     let target = parse_target(&request.path, cluster_domain)?;
     let token = ContextToken::parse(&request.context_token);
     let key = FilterKey::new(&target, &token, true);
-    Ok(GetRequest {
-        target,
-        key,
-        node: token.node_name,
-    })
+    Ok(GetRequest { target, key, token })
 }
 
 /// What a `GetProfile` stream asks about.
@@ -56,9 +52,16 @@ pub enum ProfileTarget {
 #[derive(Debug, PartialEq, Eq)]
 pub struct ProfileRequest {
     pub target: ProfileTarget,
+    /// What the client said of itself.
+    pub token: ContextToken,
+}
+
+impl ProfileRequest {
     /// The client's namespace from the context token (it picks a client-side
     /// ServiceProfile), if the token names one.
-    pub client_ns: Option<String>,
+    pub fn client_ns(&self) -> Option<&str> {
+        Some(self.token.ns.as_str()).filter(|ns| !ns.is_empty())
+    }
 }
 
 /// Parses a `GetProfile` request.
@@ -67,7 +70,6 @@ pub fn profile_request(
     cluster_domain: &str,
 ) -> Result<ProfileRequest, AuthorityError> {
     let token = ContextToken::parse(&request.context_token);
-    let client_ns = Some(token.ns).filter(|ns| !ns.is_empty());
     let (host, port) = split_host_port(&request.path)?;
     let host = host.trim_start_matches('[').trim_end_matches(']');
     let target = match host.parse::<IpAddr>() {
@@ -81,7 +83,7 @@ pub fn profile_request(
             }
         }
     };
-    Ok(ProfileRequest { target, client_ns })
+    Ok(ProfileRequest { target, token })
 }
 
 #[cfg(test)]
@@ -102,31 +104,27 @@ mod tests {
         let by_ip =
             profile_request(&request("[fd00::1]:8080", token), "cluster.local").expect("valid");
         assert_eq!(
-            by_ip,
-            ProfileRequest {
-                target: ProfileTarget::Addr("[fd00::1]:8080".parse().expect("addr")),
-                client_ns: Some("client".into()),
-            }
+            by_ip.target,
+            ProfileTarget::Addr("[fd00::1]:8080".parse().expect("addr"))
         );
+        assert_eq!(by_ip.client_ns(), Some("client"));
         let by_name = profile_request(
             &request("web-0.web.ns.svc.cluster.local:80", ""),
             "cluster.local",
         )
         .expect("valid");
         assert_eq!(
-            by_name,
-            ProfileRequest {
-                target: ProfileTarget::Name {
-                    service: ServiceId {
-                        namespace: "ns".into(),
-                        name: "web".into(),
-                    },
-                    instance: Some("web-0".into()),
-                    port: 80,
+            by_name.target,
+            ProfileTarget::Name {
+                service: ServiceId {
+                    namespace: "ns".into(),
+                    name: "web".into(),
                 },
-                client_ns: None,
+                instance: Some("web-0".into()),
+                port: 80,
             }
         );
+        assert_eq!(by_name.client_ns(), None);
         assert!(
             profile_request(&request("web.ns.svc.other.domain:80", ""), "cluster.local").is_err()
         );
@@ -141,7 +139,7 @@ mod tests {
         )
         .expect("valid");
         assert_eq!(get.target.port, 80);
-        assert_eq!(get.node, "n1");
+        assert_eq!(get.token.node_name, "n1");
         assert!(
             get_request(
                 &request("web.ns.svc.other.domain:80", token),

@@ -44,6 +44,9 @@ pub struct GroupState {
     pub snapshot: Arc<Snapshot>,
     /// The updates from version `version - 1` to this one, encoded.
     pub step: Frames,
+    /// When this version was published (ms since the Unix epoch), so the
+    /// audit can tell a stream that is behind from one caught mid-update.
+    pub published_ms: u64,
     /// The first message(s) of a new stream, encoded on first use.
     initial: OnceLock<Frames>,
 }
@@ -54,6 +57,9 @@ impl GroupState {
             version,
             snapshot: Arc::new(snapshot),
             step,
+            published_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
             initial: OnceLock::new(),
         }
     }
@@ -193,6 +199,58 @@ impl EndpointPublishers {
             }
         }
         stats
+    }
+
+    /// The newest state of the group of `key` on `service:port`, if it has streams.
+    pub fn group_state(
+        &self,
+        service: &ServiceId,
+        port: u16,
+        key: &FilterKey,
+    ) -> Option<Arc<GroupState>> {
+        let group = self.publishers.get(service)?.get(&port)?.groups.get(key)?;
+        Some(group.tx.borrow().clone())
+    }
+
+    /// Every group of `service`: port, key, newest state and subscribers.
+    pub fn group_states(
+        &self,
+        service: &ServiceId,
+    ) -> Vec<(u16, FilterKey, Arc<GroupState>, usize)> {
+        let Some(ports) = self.publishers.get(service) else {
+            return Vec::new();
+        };
+        let mut groups: Vec<_> = ports
+            .iter()
+            .flat_map(|(port, publisher)| {
+                publisher.groups.iter().map(|(key, group)| {
+                    let state = group.tx.borrow().clone();
+                    (*port, key.clone(), state, group.tx.receiver_count())
+                })
+            })
+            .collect();
+        groups.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        groups
+    }
+
+    /// Calls `f` with every group's published state and its snapshot
+    /// recomputed from the stored objects (nothing reused).
+    pub fn for_each_group(
+        &self,
+        cluster: &ClusterState,
+        mut f: impl FnMut(&ServiceId, u16, &FilterKey, &Arc<GroupState>, Snapshot),
+        cx: &GroupContext<'_>,
+    ) {
+        for (service, ports) in &self.publishers {
+            for (port, publisher) in ports {
+                let inputs = port_inputs(cluster, service, *port);
+                for (key, group) in &publisher.groups {
+                    let published = group.tx.borrow().clone();
+                    let truth = build_snapshot(&inputs, key, cx, None);
+                    f(service, *port, key, &published, truth);
+                }
+            }
+        }
     }
 
     /// Number of (service, port) publishers.

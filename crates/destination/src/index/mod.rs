@@ -9,6 +9,7 @@
 //! of its IPs; a Node or owner change every (or every namespace's)
 //! publisher. Nothing is computed for targets without subscribers.
 
+pub mod audit;
 pub mod cluster;
 pub mod endpoints;
 pub mod profiles;
@@ -153,6 +154,33 @@ impl EndpointsIndex {
     /// Subscribes to the profile publisher of `key`, creating it if needed.
     pub fn subscribe_profile(&mut self, key: ProfileKey) -> watch::Receiver<Arc<ProfileState>> {
         self.profiles.subscribe(&self.cluster, key)
+    }
+
+    /// The storage, writable without publishing (tests simulate a lost
+    /// publish with it).
+    #[cfg(test)]
+    pub(crate) fn cluster_for_tests(&mut self) -> &mut ClusterState {
+        &mut self.cluster
+    }
+
+    /// The newest state of a `Get` group, if it has streams.
+    pub fn group_state(
+        &self,
+        service: &ServiceId,
+        port: u16,
+        key: &FilterKey,
+    ) -> Option<Arc<GroupState>> {
+        self.endpoints.group_state(service, port, key)
+    }
+
+    /// The newest state of a profile publisher, if it has streams.
+    pub fn profile_state(&self, key: &ProfileKey) -> Option<Arc<ProfileState>> {
+        self.profiles.state(key)
+    }
+
+    /// The profile publishers of `service`'s ports.
+    pub fn profile_states(&self, service: &ServiceId) -> Vec<(ProfileKey, Arc<ProfileState>)> {
+        self.profiles.service_states(service)
     }
 
     /// Drops the publisher of `key` once no stream follows it.

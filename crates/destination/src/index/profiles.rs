@@ -87,7 +87,7 @@ impl ProfilePublishers {
             return tx.subscribe();
         }
         let profile = compute_profile(cluster, &key).unwrap_or_default();
-        let (tx, rx) = watch::channel(ProfileState::new(profile));
+        let (tx, rx) = watch::channel(ProfileState::new(0, profile));
         self.publishers.insert(key, tx);
         rx
     }
@@ -100,6 +100,38 @@ impl ProfilePublishers {
             .is_some_and(|tx| tx.receiver_count() == 0)
         {
             self.publishers.remove(key);
+        }
+    }
+
+    /// The newest state of the publisher of `key`, if it has streams.
+    pub fn state(&self, key: &ProfileKey) -> Option<Arc<ProfileState>> {
+        Some(self.publishers.get(key)?.borrow().clone())
+    }
+
+    /// The publishers of `service`'s ports (by name or ClusterIP).
+    pub fn service_states(&self, service: &ServiceId) -> Vec<(ProfileKey, Arc<ProfileState>)> {
+        self.publishers
+            .iter()
+            .filter(|(key, _)| {
+                matches!(key, ProfileKey::Service { target, .. } if target.service == *service)
+            })
+            .map(|(key, tx)| (key.clone(), tx.borrow().clone()))
+            .collect()
+    }
+
+    /// Calls `f` with every publisher's state and whether it is what the
+    /// stored objects give now (the same rule as [`Self::refresh`]).
+    pub fn for_each_profile(
+        &self,
+        cluster: &ClusterState,
+        mut f: impl FnMut(&ProfileKey, &Arc<ProfileState>, bool),
+    ) {
+        for (key, tx) in &self.publishers {
+            let published = tx.borrow().clone();
+            // An unusable ServiceProfile keeps the previous profile by design.
+            let consistent =
+                compute_profile(cluster, key).is_none_or(|truth| published.publishes(&truth));
+            f(key, &published, consistent);
         }
     }
 
@@ -135,7 +167,7 @@ impl ProfilePublishers {
                 if current.publishes(&profile) {
                     return false;
                 }
-                *current = ProfileState::new(profile);
+                *current = ProfileState::new(current.version + 1, profile);
                 true
             });
         }

@@ -4,9 +4,11 @@
 //! - [`weighted_addr`]: one endpoint → `WeightedAddr`;
 //! - [`snapshot`]: a group's snapshot, diffs and the `Update`s a stream sends;
 //! - [`frames`]: the one call that encodes shared frames;
-//! - [`profile`]: ServiceProfiles and endpoints → `DestinationProfile`.
+//! - [`profile`]: ServiceProfiles and endpoints → `DestinationProfile`;
+//! - [`view`]: what streams are sent, as the admin server shows it.
 
 pub mod frames;
 pub mod profile;
 pub mod snapshot;
+pub mod view;
 pub mod weighted_addr;

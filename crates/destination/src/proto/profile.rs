@@ -97,6 +97,8 @@ pub struct Profile(pub DestinationProfile);
 /// A published profile and its encoded frame.
 #[derive(Debug)]
 pub struct ProfileState {
+    /// Incremented on every published change (0 for the first profile).
+    pub version: u64,
     /// The profile.
     pub profile: DestinationProfile,
     /// Its encoded frame (just one), shared by every stream that follows it:
@@ -105,10 +107,11 @@ pub struct ProfileState {
 }
 
 impl ProfileState {
-    /// Encodes `profile` once.
-    pub fn new(profile: Profile) -> Arc<Self> {
+    /// Encodes `profile` once, as the publisher's `version`.
+    pub fn new(version: u64, profile: Profile) -> Arc<Self> {
         let frames = Frames::from([super::frames::profile(&profile.0)]);
         Arc::new(Self {
+            version,
             profile: profile.0,
             frames,
         })

@@ -187,7 +187,12 @@ impl<D: DiscoverInboundServer> grpc_stream::FramedMethods for InboundPolicyServe
         path == WATCH_PORT_PATH
     }
 
-    fn open(&self, _path: &str, spec: proto::PortSpec) -> Result<FrameStream, tonic::Status> {
+    fn open(
+        &self,
+        _path: &str,
+        spec: proto::PortSpec,
+        _peer: Option<std::net::SocketAddr>,
+    ) -> Result<FrameStream, tonic::Status> {
         self.watch_frames(spec)
     }
 }

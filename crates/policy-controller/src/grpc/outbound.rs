@@ -324,7 +324,12 @@ impl<D: DiscoverOutboundPolicy> grpc_stream::FramedMethods for OutboundPolicySer
         path == WATCH_PATH
     }
 
-    fn open(&self, _path: &str, spec: proto::TrafficSpec) -> Result<FrameStream, tonic::Status> {
+    fn open(
+        &self,
+        _path: &str,
+        spec: proto::TrafficSpec,
+        _peer: Option<std::net::SocketAddr>,
+    ) -> Result<FrameStream, tonic::Status> {
         self.watch_frames(spec)
     }
 }

@@ -6,6 +6,7 @@
 //! group's state live here.
 
 use k8s_api::labels;
+mod audit;
 pub(crate) mod get;
 mod opacity;
 mod owners;

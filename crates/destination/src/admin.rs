@@ -27,6 +27,7 @@ use axum::{
     response::{IntoResponse, Response},
     routing::get,
 };
+use grpc_stream::registry::now_ms;
 use parking_lot::RwLock;
 use prometheus_client::{
     encoding::EncodeLabelSet,
@@ -37,7 +38,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     core::{FilterKey, ServiceId},
-    grpc::streams::{Followed, StreamEntry, StreamKind, StreamRegistry, now_ms},
+    grpc::streams::{Followed, ListedStream, StreamKind, StreamRegistry},
     index::{EndpointsIndex, ProfileKey, audit::IndexAudit},
     proto::view::{EndpointView, ProfileView, SnapshotView},
 };
@@ -174,7 +175,7 @@ impl Introspection {
 /// one, published at least [`BEHIND_GRACE_MS`] before `now_ms`.
 fn streams_behind(
     index: &EndpointsIndex,
-    streams: &[Arc<StreamEntry>],
+    streams: &[Arc<ListedStream>],
     now_ms: u64,
 ) -> Vec<StreamBehind> {
     streams
@@ -195,7 +196,7 @@ fn streams_behind(
             // Profiles carry no publish time: their streams count as behind
             // once their last write is older than the grace.
             let since = published_ms
-                .or(progress.last_write_ms)
+                .or(progress.writes.last_write_ms)
                 .unwrap_or(entry.opened_at_ms);
             let behind_ms = now_ms.saturating_sub(since);
             (behind_ms >= BEHIND_GRACE_MS).then(|| StreamBehind {
@@ -210,7 +211,7 @@ fn streams_behind(
         .collect()
 }
 
-fn client_pod(entry: &StreamEntry) -> String {
+fn client_pod(entry: &ListedStream) -> String {
     match (entry.token.ns.as_str(), entry.token.pod.as_str()) {
         ("", "") => String::new(),
         (ns, pod) => format!("{ns}/{pod}"),
@@ -432,9 +433,9 @@ async fn streams(State(state): State<Introspection>, Query(q): Query<StreamsQuer
                 opened_at_ms: e.opened_at_ms,
                 sent_version: progress.sent_version,
                 newest_version,
-                last_write_ms: progress.last_write_ms,
-                updates: progress.updates,
-                coalesced_updates: progress.coalesced,
+                last_write_ms: progress.writes.last_write_ms,
+                updates: progress.writes.updates,
+                coalesced_updates: progress.writes.coalesced,
             }
         })
         .collect();
@@ -583,26 +584,26 @@ mod tests {
     use super::*;
     use crate::{
         core::context_token::ContextToken,
-        grpc::streams::NewStream,
+        grpc::streams::StreamEntry,
         index::tests::{get::web_slice, index, pod, service, svc_id},
     };
 
-    fn web_stream(pod: &str, node: &str) -> NewStream {
-        NewStream {
-            kind: StreamKind::Get,
-            path: "web.ns.svc.cluster.local:80".into(),
-            peer: Some("10.1.0.9:40000".parse().expect("addr")),
-            token: ContextToken {
+    fn web_stream(pod: &str, node: &str) -> StreamEntry {
+        StreamEntry::new(
+            StreamKind::Get,
+            "web.ns.svc.cluster.local:80".into(),
+            Some("10.1.0.9:40000".parse().expect("addr")),
+            ContextToken {
                 ns: "client".into(),
                 pod: pod.into(),
                 node_name: node.into(),
             },
-            followed: Followed::Group {
+            Followed::Group {
                 service: svc_id("web"),
                 port: 80,
                 key: FilterKey::default(),
             },
-        }
+        )
     }
 
     fn fixture() -> (Arc<RwLock<EndpointsIndex>>, Arc<StreamRegistry>) {
@@ -621,7 +622,7 @@ mod tests {
             .subscribe(&svc_id("web"), 80, FilterKey::default())
             .expect("subscribed");
         let stream = registry.register(web_stream("a", ""));
-        stream.progress().sent(0, false);
+        stream.listed().progress.sent(0, false);
         let now = now_ms();
         assert!(streams_behind(&index.read(), &registry.all(), now).is_empty());
 
@@ -641,7 +642,7 @@ mod tests {
         assert_eq!(b.pod, "client/a");
         assert_eq!(b.behind_ms, 5_000);
 
-        stream.progress().sent(1, false);
+        stream.listed().progress.sent(1, false);
         assert!(streams_behind(&index.read(), &registry.all(), published + 5_000).is_empty());
     }
 
@@ -673,7 +674,7 @@ mod tests {
             .iter()
             .map(|pod| registry.register(web_stream(pod, "node-1")))
             .collect();
-        streams[0].progress().sent(0, false);
+        streams[0].listed().progress.sent(0, false);
         let routes = Introspection::new(index, registry, AuditMetrics::default()).routes();
 
         let (status, page) = get_json(routes.clone(), "/streams?pod=a").await;

@@ -26,6 +26,7 @@ use std::{
     time::Duration,
 };
 
+pub mod registry;
 mod router;
 mod sync_gate;
 

@@ -88,6 +88,12 @@ pub struct Args {
     #[arg(long, default_value_t = 5000)]
     pub patch_timeout_ms: u64,
 
+    /// How often the consistency audit compares what every open stream was
+    /// last sent with the index (seconds; 0 turns the background audit off,
+    /// `/audit` on the admin port still runs it on demand).
+    #[arg(long, default_value_t = 60)]
+    pub audit_interval_secs: u64,
+
     /// Let `l5d-*` request headers through (they are stripped by default).
     #[arg(long)]
     pub allow_l5d_request_headers: bool,

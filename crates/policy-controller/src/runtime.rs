@@ -13,6 +13,7 @@ use meridian_runtime::{AdminServer, Readiness, ReadyHandle, Shutdown};
 use prometheus_client::registry::Registry;
 
 use crate::{
+    admin::{AuditMetrics, Introspection},
     args::Args,
     gateway::{self, ActiveKinds, KindWatch},
     grpc::{self, InboundPolicyServer, outbound::OutboundPolicyServer},
@@ -46,6 +47,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let grpc_metrics = GrpcMetrics::register(&mut registry);
     let status_metrics = StatusMetrics::register(&mut registry);
     let admission_metrics = admission::Metrics::register(&mut registry);
+    let audit_metrics = AuditMetrics::register(&mut registry);
     let readiness = Readiness::default();
     let tls_ready =
         (!args.admission_controller_disabled).then(|| readiness.register("webhook TLS"));
@@ -167,27 +169,45 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let grpc_listener = tokio::net::TcpListener::bind(args.grpc_addr)
         .await
         .with_context(|| format!("binding the gRPC server on {}", args.grpc_addr))?;
-    let admin = AdminServer::bind(args.admin_addr, readiness.clone(), Arc::new(registry))
-        .await
-        .with_context(|| format!("binding the admin server on {}", args.admin_addr))?;
-
-    let policy = InboundPolicyServer::new(
-        index.clone(),
-        args.cluster_networks.clone(),
-        shutdown.clone(),
-        grpc_metrics.clone(),
+    let streams = grpc::streams::PolicyStreams::new();
+    let policy = Arc::new(
+        InboundPolicyServer::new(
+            index.clone(),
+            args.cluster_networks.clone(),
+            shutdown.clone(),
+            grpc_metrics.clone(),
+        )
+        .with_streams(streams.clone()),
     );
-    // Either server failing stops the process; on shutdown both drain.
-    let grpc = async {
-        let workload_ports =
-            grpc::workload_ports::WorkloadPortsService::new(index.clone(), shutdown.clone());
-        let outbound = OutboundPolicyServer::new(
+    let outbound = Arc::new(
+        OutboundPolicyServer::new(
             outbound.clone(),
             &args.cluster_domain,
             args.allow_l5d_request_headers,
             shutdown.clone(),
             grpc_metrics.clone(),
+        )
+        .with_streams(streams.clone()),
+    );
+    let introspection =
+        Introspection::new(policy.clone(), outbound.clone(), streams, audit_metrics);
+    if args.audit_interval_secs > 0 {
+        let interval = Duration::from_secs(args.audit_interval_secs);
+        tokio::spawn(
+            introspection
+                .clone()
+                .audit_every(interval, shutdown.clone().requested()),
         );
+    }
+    let admin = AdminServer::bind(args.admin_addr, readiness.clone(), Arc::new(registry))
+        .await
+        .with_context(|| format!("binding the admin server on {}", args.admin_addr))?
+        .with_routes(introspection.routes());
+
+    // Either server failing stops the process; on shutdown both drain.
+    let grpc = async {
+        let workload_ports =
+            grpc::workload_ports::WorkloadPortsService::new(index.clone(), shutdown.clone());
         grpc::serve(
             grpc_listener,
             policy,

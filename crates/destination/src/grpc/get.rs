@@ -11,7 +11,7 @@ use super::{
     DestinationService, FrameStream,
     request::get_request,
     status::RequestError,
-    streams::{Followed, NewStream, StreamKind},
+    streams::{Followed, StreamEntry, StreamKind},
 };
 use crate::{
     index::endpoints::GroupState,
@@ -39,18 +39,18 @@ impl DestinationService {
             .map_err(RequestError::Subscribe)?;
         tracing::debug!(path = %request.path, node = %get.token.node_name, "Get stream opened");
         self.metrics.stream_opened();
-        let registered = self.streams.register(NewStream {
-            kind: StreamKind::Get,
-            path: request.path,
+        let registered = self.streams.register(StreamEntry::new(
+            StreamKind::Get,
+            request.path,
             peer,
-            token: get.token,
-            followed: Followed::Group {
+            get.token,
+            Followed::Group {
                 service: get.target.service.clone(),
                 port: get.target.port,
                 key: get.key.clone(),
             },
-        });
-        let entry = registered.entry();
+        ));
+        let entry = registered.listed();
 
         let index = self.index.clone();
         let metrics = self.metrics.clone();

@@ -12,7 +12,7 @@ use super::{
     DestinationService, FrameStream,
     request::{ProfileTarget, profile_request},
     status::RequestError,
-    streams::{Followed, NewStream, Registered, StreamKind},
+    streams::{Followed, Registered, StreamEntry, StreamKind},
 };
 use crate::{index::profiles::Resolution, proto::profile::ProfileState};
 
@@ -42,12 +42,14 @@ impl DestinationService {
             }
         }
         .map_err(RequestError::Profile)?;
-        let new_stream = |followed| NewStream {
-            kind: StreamKind::GetProfile,
-            path: request.path.clone(),
-            peer,
-            token: parsed.token.clone(),
-            followed,
+        let new_stream = |followed| {
+            StreamEntry::new(
+                StreamKind::GetProfile,
+                request.path.clone(),
+                peer,
+                parsed.token.clone(),
+                followed,
+            )
         };
         let key = match resolution {
             Resolution::Empty => {
@@ -59,7 +61,7 @@ impl DestinationService {
         let registered = self
             .streams
             .register(new_stream(Followed::Profile(key.clone())));
-        let entry = registered.entry();
+        let entry = registered.listed();
         let rx = self.index.write().subscribe_profile(key.clone());
         let index = self.index.clone();
         let release = move || {
@@ -82,7 +84,7 @@ impl DestinationService {
     fn empty_profile(&self, registered: Registered) -> FrameStream {
         let frame = grpc_stream::encode_frame(&DestinationProfile::default());
         let mut shutdown = self.shutdown.clone();
-        registered.progress().sent(0, false);
+        registered.listed().progress.sent(0, false);
         let stream = futures::stream::once(futures::future::ready(Ok(frame)))
             .chain(futures::stream::pending())
             .take_until(async move {

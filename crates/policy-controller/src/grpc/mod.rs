@@ -9,6 +9,7 @@ mod convert;
 pub mod outbound;
 mod outbound_convert;
 mod ratelimit_convert;
+pub mod streams;
 mod workload;
 pub mod workload_ports;
 
@@ -41,6 +42,8 @@ pub struct InboundPolicyServer<D> {
     cluster_networks: Arc<[IpNet]>,
     shutdown: Shutdown,
     metrics: GrpcMetrics,
+    /// Open `WatchPort` streams, for the admin server.
+    streams: Arc<streams::PolicyStreams>,
 }
 
 const GET_PORT: &str = "GetPort";
@@ -62,7 +65,15 @@ impl<D: DiscoverInboundServer> InboundPolicyServer<D> {
             cluster_networks: cluster_networks.into(),
             shutdown,
             metrics,
+            streams: streams::PolicyStreams::new(),
         }
+    }
+
+    /// Lists this server's streams in `streams` (shared with the outbound
+    /// server and the admin server).
+    pub fn with_streams(mut self, streams: Arc<streams::PolicyStreams>) -> Self {
+        self.streams = streams;
+        self
     }
 
     /// The tonic service.
@@ -75,16 +86,34 @@ impl<D: DiscoverInboundServer> InboundPolicyServer<D> {
         method: &'static str,
         spec: proto::PortSpec,
     ) -> Result<tokio::sync::watch::Receiver<crate::core::InboundServer>, tonic::Status> {
-        let result = target(spec).and_then(|target| {
-            self.discover
-                .watch_inbound_server(&target)
-                .map_err(|LookupError::UnknownServer| tonic::Status::not_found("unknown server"))
-        });
+        let result = self.watch_now(spec);
         let code = result
             .as_ref()
             .map_or_else(|s| s.code(), |_| tonic::Code::Ok);
         self.metrics.request(method, code);
         result
+    }
+}
+
+impl<D: DiscoverInboundServer> InboundPolicyServer<D> {
+    /// The index's receiver for `spec` (not counted as a request).
+    fn watch_now(
+        &self,
+        spec: proto::PortSpec,
+    ) -> Result<tokio::sync::watch::Receiver<crate::core::InboundServer>, tonic::Status> {
+        target(spec).and_then(|target| {
+            self.discover
+                .watch_inbound_server(&target)
+                .map_err(|LookupError::UnknownServer| tonic::Status::not_found("unknown server"))
+        })
+    }
+
+    /// The `Server` the index gives `spec` now, as `GetPort` answers it
+    /// (not counted; the admin server's audit calls it).
+    pub fn server_now(&self, spec: proto::PortSpec) -> Result<proto::Server, tonic::Status> {
+        let rx = self.watch_now(spec)?;
+        let server = to_server(&rx.borrow(), &self.cluster_networks);
+        Ok(server)
     }
 }
 
@@ -171,8 +200,8 @@ pub type InboundPolicyRouter<D> = grpc_stream::FramedRouter<
 
 impl<D: DiscoverInboundServer> InboundPolicyServer<D> {
     /// The service to register with the server.
-    pub fn router(self) -> InboundPolicyRouter<D> {
-        let server = Arc::new(self);
+    pub fn router(self: Arc<Self>) -> InboundPolicyRouter<D> {
+        let server = self;
         grpc_stream::FramedRouter::new(
             server.clone(),
             InboundServerPoliciesServer::from_arc(server),
@@ -191,9 +220,11 @@ impl<D: DiscoverInboundServer> grpc_stream::FramedMethods for InboundPolicyServe
         &self,
         _path: &str,
         spec: proto::PortSpec,
-        _peer: Option<std::net::SocketAddr>,
+        peer: Option<std::net::SocketAddr>,
     ) -> Result<FrameStream, tonic::Status> {
-        self.watch_frames(spec)
+        let request = streams::PolicyRequest::Inbound(spec.clone());
+        let frames = self.watch_frames(spec)?;
+        Ok(streams::listed(&self.streams, request, peer, frames))
     }
 }
 
@@ -210,8 +241,8 @@ const STREAM_DRAIN_GRACE: std::time::Duration = std::time::Duration::from_secs(5
 /// answered from an index that has not seen the cluster yet.
 pub async fn serve<D: DiscoverInboundServer, O: crate::core::DiscoverOutboundPolicy>(
     listener: tokio::net::TcpListener,
-    server: InboundPolicyServer<D>,
-    outbound: outbound::OutboundPolicyServer<O>,
+    server: Arc<InboundPolicyServer<D>>,
+    outbound: Arc<outbound::OutboundPolicyServer<O>>,
     workload_ports: workload_ports::WorkloadPortsService,
     synced: tokio::sync::watch::Receiver<bool>,
     shutdown: Shutdown,

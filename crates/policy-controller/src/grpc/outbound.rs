@@ -43,6 +43,8 @@ pub struct OutboundPolicyServer<D> {
     allow_l5d_request_headers: bool,
     shutdown: Shutdown,
     metrics: GrpcMetrics,
+    /// Open `Watch` streams, for the admin server.
+    streams: Arc<super::streams::PolicyStreams>,
 }
 
 type PolicyStream =
@@ -63,7 +65,15 @@ impl<D: DiscoverOutboundPolicy> OutboundPolicyServer<D> {
             allow_l5d_request_headers,
             shutdown,
             metrics,
+            streams: super::streams::PolicyStreams::new(),
         }
+    }
+
+    /// Lists this server's streams in `streams` (shared with the inbound
+    /// server and the admin server).
+    pub fn with_streams(mut self, streams: Arc<super::streams::PolicyStreams>) -> Self {
+        self.streams = streams;
+        self
     }
 
     /// The tonic service.
@@ -147,8 +157,18 @@ impl<D: DiscoverOutboundPolicy> OutboundPolicyServer<D> {
     }
 
     fn get_policy(&self, spec: proto::TrafficSpec) -> Result<proto::OutboundPolicy, tonic::Status> {
-        let result = self
-            .target(spec)
+        let result = self.policy_now(spec);
+        self.record(GET, &result);
+        result
+    }
+
+    /// The policy the index gives `spec` now (what `Get` answers; not counted
+    /// as a request, so the admin server's audit can call it).
+    pub fn policy_now(
+        &self,
+        spec: proto::TrafficSpec,
+    ) -> Result<proto::OutboundPolicy, tonic::Status> {
+        self.target(spec)
             .and_then(|(target, source_ns)| match target {
                 OutboundTarget::Service(target) => {
                     let rx = self.watch_service(&target)?;
@@ -168,9 +188,7 @@ impl<D: DiscoverOutboundPolicy> OutboundPolicyServer<D> {
                         None => egress_fallback(addr),
                     })
                 }
-            });
-        self.record(GET, &result);
-        result
+            })
     }
 
     /// The messages of one `Watch` stream: the current policy, then one per
@@ -311,8 +329,8 @@ pub type OutboundPolicyRouter<D> = grpc_stream::FramedRouter<
 
 impl<D: DiscoverOutboundPolicy> OutboundPolicyServer<D> {
     /// The service to register with the server.
-    pub fn router(self) -> OutboundPolicyRouter<D> {
-        let server = Arc::new(self);
+    pub fn router(self: Arc<Self>) -> OutboundPolicyRouter<D> {
+        let server = self;
         grpc_stream::FramedRouter::new(server.clone(), OutboundPoliciesServer::from_arc(server))
     }
 }
@@ -328,9 +346,11 @@ impl<D: DiscoverOutboundPolicy> grpc_stream::FramedMethods for OutboundPolicySer
         &self,
         _path: &str,
         spec: proto::TrafficSpec,
-        _peer: Option<std::net::SocketAddr>,
+        peer: Option<std::net::SocketAddr>,
     ) -> Result<FrameStream, tonic::Status> {
-        self.watch_frames(spec)
+        let request = super::streams::PolicyRequest::Outbound(spec.clone());
+        let frames = self.watch_frames(spec)?;
+        Ok(super::streams::listed(&self.streams, request, peer, frames))
     }
 }
 

@@ -7,10 +7,12 @@
 //!   kube-controller-manager);
 //! - `profile`: `Destination.GetProfile`;
 //! - `policy_link`: Server-derived opaque ports from the policy controller;
+//! - `introspect`: the admin port's streams, targets and audit;
 //! - `deploy`: started with `deploy/`'s exact arguments and RBAC.
 
 mod common;
 mod deploy;
 mod get;
+mod introspect;
 mod policy_link;
 mod profile;

@@ -36,3 +36,16 @@ pub struct OpaquePortsUpdate {
     /// The pods and their Server-opaque ports.
     pub pods: Vec<PodPorts>,
 }
+
+/// The mesh identity of a workload's proxy: its ServiceAccount in its
+/// namespace, under the control plane's namespace and trust domain.
+pub fn mesh_identity(
+    service_account: &str,
+    namespace: &str,
+    control_plane_ns: &str,
+    trust_domain: &str,
+) -> String {
+    format!(
+        "{service_account}.{namespace}.serviceaccount.identity.{control_plane_ns}.{trust_domain}"
+    )
+}

@@ -141,9 +141,11 @@ fn fill_pod(
         && !skipped
     {
         let id = tls_identity::DnsLikeIdentity {
-            name: format!(
-                "{}.{}.serviceaccount.identity.{}.{}",
-                pod.service_account, pod.namespace, cp, cfg.identity_trust_domain
+            name: crate::core::mesh_identity(
+                &pod.service_account,
+                &pod.namespace,
+                cp,
+                &cfg.identity_trust_domain,
             ),
         };
         wa.tls_identity = Some(TlsIdentity {

@@ -7,11 +7,13 @@
 //!   kube-controller-manager);
 //! - `profile`: `Destination.GetProfile`;
 //! - `policy_link`: Server-derived opaque ports from the policy controller;
+//! - `explain`: `meridian-cli explain`, one broken axis at a time;
 //! - `introspect`: the admin port's streams, targets and audit;
 //! - `deploy`: started with `deploy/`'s exact arguments and RBAC.
 
 mod common;
 mod deploy;
+mod explain;
 mod get;
 mod introspect;
 mod policy_link;

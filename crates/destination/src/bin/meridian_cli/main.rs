@@ -5,9 +5,13 @@
 //! endpoint set as a table. `meridian-cli profile <authority>` prints each
 //! `GetProfile` update. `meridian-cli policy svc/<name> <port>` (or
 //! `po/<pod> <port>`) prints what a proxy gets from the policy controller,
-//! as `linkerd diagnostics policy` does.
+//! as `linkerd diagnostics policy` does. `meridian-cli explain <client-pod>
+//! <target>` checks endpoints, discovery, policy and profiles for one client
+//! and target and names the first broken one.
 
 use std::{collections::BTreeMap, net::SocketAddr, time::Duration};
+
+mod explain;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -58,6 +62,11 @@ enum Command {
         #[arg(long)]
         seconds: Option<u64>,
     },
+    /// Checks, for one client pod and one target, the endpoints, the
+    /// client's discovery stream, the policy between them and the
+    /// ServiceProfile, and names the first that is broken (exit status 1;
+    /// 0 when all pass).
+    Explain(explain::ExplainArgs),
     /// Prints the outbound policy of a Service port (svc/NAME) or the
     /// inbound policy of a pod port (po/POD), from the policy controller.
     Policy {
@@ -83,10 +92,17 @@ enum Command {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    let command = match cli.command {
+        Command::Explain(args) => {
+            let code = explain::run(&cli.addr, args).await?;
+            std::process::exit(code);
+        }
+        other => other,
+    };
     let (watch, seconds): (
         std::pin::Pin<Box<dyn Future<Output = anyhow::Result<()>>>>,
         _,
-    ) = match cli.command {
+    ) = match command {
         Command::Get {
             authority,
             token,
@@ -107,6 +123,7 @@ async fn main() -> anyhow::Result<()> {
             let lookup = policy(policy_addr, resource, port, namespace, token);
             (Box::pin(lookup), None)
         }
+        Command::Explain(_) => unreachable!("answered above"),
     };
     match seconds {
         // Running out of time is the normal end of a timed watch.

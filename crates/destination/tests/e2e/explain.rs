@@ -7,7 +7,7 @@
 use std::{net::SocketAddr, path::PathBuf, process::Command, time::Duration};
 
 use linkerd2_proxy_api::destination::{GetDestination, destination_client::DestinationClient};
-use test_support::{NODE_NAME, ServerProcess, TestEnv, eventually, free_addr};
+use test_support::{LocalCa, NODE_NAME, ServerProcess, TestEnv, eventually, free_addr};
 use tonic::transport::Channel;
 
 use crate::common::{Destination, authority, client, http_service, start_destination};
@@ -276,6 +276,64 @@ spec:
         )),
         "{out}"
     );
+    kubectl(
+        &env,
+        &[
+            "delete",
+            "serviceprofile",
+            &format!("web.{}.svc.cluster.local", env.ns),
+        ],
+    );
+
+    // The webhook refuses one (kubectl says why); explain then sees none.
+    let certs = tempfile::tempdir().expect("tempdir");
+    let ca = LocalCa::new("explain-sp-validator-ca").expect("CA");
+    let cert = ca
+        .issue_serving_cert(&["linkerd-sp-validator.linkerd.svc"])
+        .expect("serving cert");
+    std::fs::write(certs.path().join("tls.crt"), &cert.cert_pem).expect("write cert");
+    std::fs::write(certs.path().join("tls.key"), &cert.key_pem).expect("write key");
+    let (webhook_addr, webhook_admin) = (free_addr(), free_addr());
+    let _validator = ServerProcess::start(
+        &policy_controller_bin().with_file_name("sp-validator"),
+        &[
+            format!("--addr={webhook_addr}"),
+            format!("--admin-addr={webhook_admin}"),
+            format!("--tls-cert={}", certs.path().join("tls.crt").display()),
+            format!("--tls-key={}", certs.path().join("tls.key").display()),
+        ],
+        webhook_admin,
+    )
+    .await;
+    let _registered = env.register_webhook(
+        "sp-validator-webhook.yaml",
+        &format!("https://127.0.0.1:{}/", webhook_addr.port()),
+        ca.cert_pem(),
+    );
+    let unnamed = sp("10s").replace("  - name: GET /\n", "  - name: \"\"\n");
+    let refusal = eventually("the webhook to refuse the profile", TIMEOUT, || async {
+        let (ok, out) = env
+            .cluster()
+            .kubectl(&["apply", "-n", &env.ns, "-f", "-"], Some(&unnamed));
+        if !ok && out.contains("denied the request") {
+            Ok(out)
+        } else {
+            Err(out)
+        }
+    })
+    .await;
+    eprintln!("kubectl apply (refused):\n{refusal}");
+    assert!(refusal.contains("has a route with no name"), "{refusal}");
+    let out = wait_verdict(
+        &env,
+        &plane,
+        "verdict: ok: endpoints, discovery, policy and profiles all pass",
+        0,
+    )
+    .await;
+    assert!(out.contains("no ServiceProfile"), "{out}");
+
+    // Accepted by the webhook: it validates and the client's stream is sent it.
     kubectl_apply(&env, &sp("10s"));
     let out = wait_verdict(
         &env,

@@ -13,12 +13,12 @@
 //!   compares it with what is published, and each stream's last sent
 //!   version with its group's newest. Differences are listed with both
 //!   sides, logged and counted (`audit_mismatches`); the same audit runs in
-//!   the background every `--audit-interval`.
+//!   the background every `--audit-interval-secs`.
 //!
 //! Everything reads shared state under the index's read lock or the stream
 //! map's short lock; nothing waits on a stream.
 
-use std::{sync::Arc, time::Duration};
+use std::sync::Arc;
 
 use axum::{
     Json, Router,
@@ -109,24 +109,6 @@ impl Introspection {
             .route("/targets", get(targets))
             .route("/audit", get(audit))
             .with_state(self)
-    }
-
-    /// Runs the audit every `interval` until `shutdown` resolves.
-    pub async fn audit_every(
-        self,
-        interval: Duration,
-        shutdown: impl std::future::Future<Output = ()>,
-    ) {
-        tokio::pin!(shutdown);
-        let mut ticks = tokio::time::interval(interval);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        ticks.tick().await;
-        loop {
-            tokio::select! {
-                _ = ticks.tick() => { self.run_audit(); }
-                () = &mut shutdown => return,
-            }
-        }
     }
 
     /// One audit: compares, counts and logs.

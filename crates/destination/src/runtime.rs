@@ -239,14 +239,18 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 
     let streams = StreamRegistry::new();
     let introspection = Introspection::new(index.clone(), streams.clone(), audit_metrics);
-    if args.audit_interval_secs > 0 {
-        let interval = Duration::from_secs(args.audit_interval_secs);
-        tokio::spawn(
-            introspection
-                .clone()
-                .audit_every(interval, shutdown.clone().requested()),
-        );
-    }
+    let audit = introspection.clone();
+    meridian_runtime::periodic::spawn_every(
+        args.audit_interval_secs,
+        shutdown.clone(),
+        move || {
+            let audit = audit.clone();
+            async move {
+                // The audit holds the index's read lock; keep it off the async threads.
+                let _ = tokio::task::spawn_blocking(move || audit.run_audit()).await;
+            }
+        },
+    );
     let admin = AdminServer::bind(args.admin_addr, readiness.clone(), Arc::new(registry))
         .await
         .with_context(|| format!("binding the admin server on {}", args.admin_addr))?

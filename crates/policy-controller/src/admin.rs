@@ -36,7 +36,7 @@ use crate::{
 
 /// How long a difference must last to count: an update being written when
 /// the audit looks is not a difference.
-const GRACE: Duration = Duration::from_secs(1);
+pub const GRACE: Duration = Duration::from_secs(1);
 
 const DEFAULT_LIMIT: usize = 100;
 const MAX_LIMIT: usize = 1_000;
@@ -126,24 +126,6 @@ impl<D: DiscoverInboundServer, O: DiscoverOutboundPolicy> Introspection<D, O> {
             .route("/streams", get(streams::<D, O>))
             .route("/audit", get(audit::<D, O>))
             .with_state(self)
-    }
-
-    /// Runs the audit every `interval` until `shutdown` resolves.
-    pub async fn audit_every(
-        self,
-        interval: Duration,
-        shutdown: impl std::future::Future<Output = ()>,
-    ) {
-        tokio::pin!(shutdown);
-        let mut ticks = tokio::time::interval(interval);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        ticks.tick().await;
-        loop {
-            tokio::select! {
-                _ = ticks.tick() => { self.run_audit(GRACE).await; }
-                () = &mut shutdown => return,
-            }
-        }
     }
 
     /// What the index gives `request` now, as a stream would be sent it.

@@ -191,14 +191,17 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     );
     let introspection =
         Introspection::new(policy.clone(), outbound.clone(), streams, audit_metrics);
-    if args.audit_interval_secs > 0 {
-        let interval = Duration::from_secs(args.audit_interval_secs);
-        tokio::spawn(
-            introspection
-                .clone()
-                .audit_every(interval, shutdown.clone().requested()),
-        );
-    }
+    let audit = introspection.clone();
+    meridian_runtime::periodic::spawn_every(
+        args.audit_interval_secs,
+        shutdown.clone(),
+        move || {
+            let audit = audit.clone();
+            async move {
+                audit.run_audit(crate::admin::GRACE).await;
+            }
+        },
+    );
     let admin = AdminServer::bind(args.admin_addr, readiness.clone(), Arc::new(registry))
         .await
         .with_context(|| format!("binding the admin server on {}", args.admin_addr))?

@@ -13,6 +13,7 @@ pub mod admin;
 pub mod goflags;
 pub mod kube_client;
 pub mod logging;
+pub mod periodic;
 pub mod readiness;
 pub mod shutdown;
 

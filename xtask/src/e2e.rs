@@ -176,6 +176,36 @@ fn node_images(built: &BuiltImages) -> anyhow::Result<Vec<String>> {
     Ok(vec![controller.dev.clone(), built.http_test.dev.clone()])
 }
 
+/// Builds `meridian-cli` (the suite runs `explain` against the real pod);
+/// returns its path.
+fn build_cli() -> anyhow::Result<PathBuf> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let output = Command::new(&cargo)
+        .args([
+            "build",
+            "-p",
+            "destination",
+            "--bin",
+            "meridian-cli",
+            "--message-format=json",
+        ])
+        .current_dir(workspace_root())
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .context("running cargo build --bin meridian-cli")?;
+    if !output.status.success() {
+        bail!("building meridian-cli failed");
+    }
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|msg| {
+            msg["reason"] == "compiler-artifact" && msg["target"]["name"] == "meridian-cli"
+        })
+        .find_map(|msg| msg["executable"].as_str().map(PathBuf::from))
+        .context("cargo did not report meridian-cli's executable")
+}
+
 /// Builds the suite's test binary; returns its path.
 fn build_suite() -> anyhow::Result<PathBuf> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
@@ -294,9 +324,11 @@ fn run_suite(
     images: &SuiteImages,
     test_args: &[String],
 ) -> anyhow::Result<()> {
+    let cli = build_cli()?;
     let status = Command::new(suite)
         .args(["--ignored", "--test-threads=1"])
         .args(test_args)
+        .env("MERIDIAN_E2E_CLI", cli)
         .env("MERIDIAN_E2E_KUBECONFIG", kubeconfig)
         .env("MERIDIAN_E2E_KUBECTL", kubectl)
         .env("MERIDIAN_E2E_CONTROL_PLANE_NS", NAMESPACE)

@@ -488,3 +488,57 @@ async fn the_pods_service_account_holds_no_wildcard_rights() {
     );
     assert_eq!(spec.trim(), format!("{DESTINATION_SERVICE_ACCOUNT} false"));
 }
+
+/// `meridian-cli explain --port-forward` finds the Meridian pod and reaches
+/// its destination, admin and policy ports through the API server: for an
+/// unmeshed client (no proxy, so no stream) it names discovery as broken,
+/// with endpoints read through the forwarded ports.
+#[tokio::test]
+#[ignore = "needs a cluster running the Meridian pod: run `cargo xtask e2e`"]
+async fn explain_reaches_the_pod_through_port_forwards() {
+    let cluster = Cluster::from_env().await;
+    let ns = cluster.namespace("e2e-explain").await;
+    for app in ["web", "client"] {
+        cluster.kubectl_ok(
+            &["apply", "-f", "-"],
+            Some(&http_workload(&cluster, &ns.name, app, 1, &[])),
+        );
+    }
+    cluster.wait_deployment_ready(&ns.name, "web").await;
+    cluster.wait_deployment_ready(&ns.name, "client").await;
+    wait_ready_count(&cluster, &ns.name, "web", 1).await;
+    let client = pod_names(&cluster, &ns.name, "client").await.remove(0);
+
+    let cli = std::env::var_os("MERIDIAN_E2E_CLI")
+        .expect("MERIDIAN_E2E_CLI is not set: run this suite with `cargo xtask e2e`");
+    let target = format!("web.{}:80", ns.name);
+    let output = tokio::process::Command::new(cli)
+        .env("KUBECONFIG", &cluster.kubeconfig)
+        .args(["explain", &client, &target, "-n", &ns.name])
+        .arg(format!("--port-forward={}", cluster.control_plane_ns))
+        .output()
+        .await
+        .expect("running meridian-cli");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    eprintln!("{stderr}{stdout}");
+    assert!(stderr.contains("port-forwarding to Pod"), "{stderr}");
+    assert!(stdout.contains("1 of 1 endpoints ready"), "{stdout}");
+    assert!(
+        stdout.contains("the client is sent 1 endpoint(s)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("outbound policy:"), "{stdout}");
+    assert_eq!(
+        stdout.lines().last(),
+        Some(
+            format!(
+                "verdict: discovery broken: no Get stream from Pod {ns}/{client} for web.{ns}.svc:80 (its proxy is not connected or never asked)",
+                ns = ns.name
+            )
+            .as_str()
+        ),
+        "{stdout}"
+    );
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+}

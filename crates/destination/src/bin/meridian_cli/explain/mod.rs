@@ -10,6 +10,7 @@
 //! (`/streams`, `/targets`, `/audit`) for what they did send.
 
 mod authz;
+mod forward;
 mod report;
 
 use std::{net::IpAddr, time::Duration};
@@ -71,6 +72,11 @@ pub struct ExplainArgs {
     /// The identity trust domain.
     #[arg(long, default_value = "cluster.local")]
     pub trust_domain: String,
+    /// Find the Meridian pod in this namespace and reach its destination
+    /// (gRPC 8086, admin 9996) and policy (gRPC 8090) ports through the API
+    /// server, instead of the addresses above.
+    #[arg(long, value_name = "CONTROL_PLANE_NAMESPACE", num_args = 0..=1, default_missing_value = "linkerd")]
+    pub port_forward: Option<String>,
 }
 
 /// The target, resolved to a Service port.
@@ -112,8 +118,17 @@ impl ClientPod {
 const PROBE_POD: &str = "meridian-explain";
 
 /// Runs `explain`; the exit status to end with.
-pub async fn run(destination_addr: &str, args: ExplainArgs) -> anyhow::Result<i32> {
+pub async fn run(destination_addr: &str, mut args: ExplainArgs) -> anyhow::Result<i32> {
     let kube = kube_client(args.context.as_deref()).await?;
+    let mut destination_addr = destination_addr.to_string();
+    if let Some(ns) = args.port_forward.clone() {
+        let pod = forward::meridian_pod(&kube, &ns).await?;
+        destination_addr = forward::forward(&kube, &ns, &pod, 8086).await?;
+        args.destination_admin_addr = forward::forward(&kube, &ns, &pod, 9996).await?;
+        args.policy_addr = forward::forward(&kube, &ns, &pod, 8090).await?;
+        eprintln!("port-forwarding to Pod {ns}/{pod} (8086, 9996, 8090)");
+    }
+    let destination_addr = destination_addr.as_str();
     let pod = Api::<Pod>::namespaced(kube.clone(), &args.namespace)
         .get_opt(&args.client)
         .await

@@ -22,4 +22,4 @@ pub use backoff::WatchBackoff;
 pub use cache::ObjectCache;
 pub use index::{Index, ObjectKey, Tee};
 pub use metrics::IndexMetrics;
-pub use watch::{SharedIndex, WatchTask, watch_into};
+pub use watch::{SharedIndex, WatchStatus, WatchTask, describe, watch_into};

@@ -9,7 +9,7 @@ use std::{sync::Arc, time::Duration};
 use anyhow::Context;
 use k8s_api::gateway::GatewayRoute;
 use k8s_index::{IndexMetrics as WatchMetrics, SharedIndex, Tee, resources};
-use meridian_runtime::{AdminServer, Readiness, ReadyHandle, Shutdown};
+use meridian_runtime::{AdminServer, ConnectionMetrics, Readiness, ReadyHandle, Shutdown};
 use prometheus_client::registry::Registry;
 
 use crate::{
@@ -46,6 +46,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let grpc_metrics = GrpcMetrics::register(&mut registry);
     let status_metrics = StatusMetrics::register(&mut registry);
     let admission_metrics = admission::Metrics::register(&mut registry);
+    let peers = ConnectionMetrics::register(&mut registry);
     let readiness = Readiness::default();
     let tls_ready =
         (!args.admission_controller_disabled).then(|| readiness.register("webhook TLS"));
@@ -107,12 +108,13 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     for watch in watches {
         let name = format!("{} cache", watch.kind);
         let kind = watch.kind.clone();
+        let failing = watch.failing.clone();
         let synced = watch.spawn();
         if STATUS_KINDS.contains(&kind.as_str()) {
             status_synced.push(synced.clone());
         }
         caches.push(synced.clone());
-        readiness.register_watch(name, synced);
+        readiness.register_cache(name, synced, failing);
     }
     // The Gateway API kinds are optional: each is watched while its CRD
     // serves a version we read (no restart when the CRDs change).
@@ -167,9 +169,14 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let grpc_listener = tokio::net::TcpListener::bind(args.grpc_addr)
         .await
         .with_context(|| format!("binding the gRPC server on {}", args.grpc_addr))?;
-    let admin = AdminServer::bind(args.admin_addr, readiness.clone(), Arc::new(registry))
-        .await
-        .with_context(|| format!("binding the admin server on {}", args.admin_addr))?;
+    let admin = AdminServer::bind(
+        args.admin_addr,
+        readiness.clone(),
+        Arc::new(registry),
+        &peers,
+    )
+    .await
+    .with_context(|| format!("binding the admin server on {}", args.admin_addr))?;
 
     let policy = InboundPolicyServer::new(
         index.clone(),
@@ -190,6 +197,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         );
         grpc::serve(
             grpc_listener,
+            &args.grpc_limits,
+            peers.listener("grpc"),
             policy,
             outbound,
             workload_ports,
@@ -210,6 +219,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             &args,
             validator,
             admission_metrics,
+            peers.listener("webhook"),
             tls_ready,
             shutdown.clone(),
         )
@@ -227,6 +237,7 @@ async fn serve_webhook(
     args: &Args,
     validator: PolicyValidator,
     metrics: admission::Metrics,
+    peers: meridian_runtime::peers::Listener,
     ready: ReadyHandle,
     shutdown: Shutdown,
 ) -> anyhow::Result<()> {
@@ -240,7 +251,7 @@ async fn serve_webhook(
         return Ok(());
     };
     tokio::spawn(certs.clone().watch(shutdown.clone().requested()));
-    let server = admission::HttpsServer::bind(args.server_addr, &certs)
+    let server = admission::HttpsServer::bind(args.server_addr, &certs, peers)
         .await
         .context("binding the admission webhook")?;
     tracing::info!(addr = %server.local_addr()?, "serving policy admission reviews");

@@ -13,6 +13,7 @@ pub mod admin;
 pub mod goflags;
 pub mod kube_client;
 pub mod logging;
+pub mod peers;
 pub mod readiness;
 pub mod shutdown;
 
@@ -21,5 +22,6 @@ pub use admin::AdminServer;
 pub use goflags::{GoFlag, GoFlagSet, Kind as GoFlagKind, Meaning as GoFlagMeaning};
 pub use kube_client::KubeClientArgs;
 pub use logging::{LogArgs, LogFormat};
+pub use peers::ConnectionMetrics;
 pub use readiness::{DegradedHandle, InfoHandle, Readiness, ReadyHandle};
 pub use shutdown::Shutdown;

@@ -7,10 +7,12 @@
 //!   kube-controller-manager);
 //! - `profile`: `Destination.GetProfile`;
 //! - `policy_link`: Server-derived opaque ports from the policy controller;
-//! - `deploy`: started with `deploy/`'s exact arguments and RBAC.
+//! - `deploy`: started with `deploy/`'s exact arguments and RBAC;
+//! - `overload`: stream limits, bad peers, denied and unreachable API servers.
 
 mod common;
 mod deploy;
 mod get;
+mod overload;
 mod policy_link;
 mod profile;

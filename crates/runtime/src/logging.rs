@@ -41,7 +41,7 @@ pub enum LogError {
 impl LogArgs {
     /// Installs the global subscriber. Call once, early in `main`.
     pub fn init(&self) -> Result<(), LogError> {
-        let filter = EnvFilter::try_new(&self.log_level).map_err(|source| LogError::Filter {
+        let filter = EnvFilter::try_new(self.directives()).map_err(|source| LogError::Filter {
             value: self.log_level.clone(),
             source,
         })?;
@@ -64,5 +64,45 @@ impl LogArgs {
                 .try_init(),
         };
         installed.map_err(|_| LogError::AlreadyInstalled)
+    }
+
+    /// The filter: `--log-level`, and unless it says something about
+    /// kube-runtime, kube-runtime's watcher at `error`: it warns with the
+    /// whole API status on every retry of a denied (403) list or watch,
+    /// a line every 2 s forever, where our watches (`k8s_index::watch`)
+    /// log each failure once, when it starts or changes.
+    fn directives(&self) -> String {
+        if self.log_level.contains("kube_runtime") {
+            self.log_level.clone()
+        } else {
+            format!("{},kube_runtime::watcher=error", self.log_level)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(level: &str) -> LogArgs {
+        LogArgs {
+            log_level: level.into(),
+            log_format: LogFormat::Plain,
+        }
+    }
+
+    #[test]
+    fn kube_runtime_watcher_retries_are_quiet_unless_asked_for() {
+        assert_eq!(
+            args("info").directives(),
+            "info,kube_runtime::watcher=error"
+        );
+        assert_eq!(
+            args("kube_runtime=debug").directives(),
+            "kube_runtime=debug"
+        );
+        for level in ["info", "debug,kube=warn", "warn"] {
+            EnvFilter::try_new(args(level).directives()).expect("a valid filter");
+        }
     }
 }

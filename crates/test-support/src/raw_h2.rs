@@ -26,6 +26,10 @@ const SETTINGS_ENABLE_PUSH: u16 = 0x2;
 /// The `REFUSED_STREAM` error code of `RST_STREAM`.
 pub const REFUSED_STREAM: u32 = 0x7;
 
+/// `STREAM_CLOSED`: what a server answers to frames on a stream it reset
+/// (e.g. the request DATA sent right after a refused stream's HEADERS).
+pub const STREAM_CLOSED: u32 = 0x5;
+
 const DATA: u8 = 0x0;
 const HEADERS: u8 = 0x1;
 const RST_STREAM: u8 = 0x3;
@@ -110,7 +114,11 @@ pub fn header_block(headers: &[(&str, &str)]) -> Vec<u8> {
 /// A gRPC length-prefixed message.
 pub fn grpc_message(encoded: &[u8]) -> Vec<u8> {
     let mut out = vec![0u8];
-    out.extend_from_slice(&u32::try_from(encoded.len()).unwrap_or(u32::MAX).to_be_bytes());
+    out.extend_from_slice(
+        &u32::try_from(encoded.len())
+            .unwrap_or(u32::MAX)
+            .to_be_bytes(),
+    );
     out.extend_from_slice(encoded);
     out
 }
@@ -162,7 +170,10 @@ impl RawH2 {
                                 )
                             })
                             .collect();
-                        (Some(Event::Settings(settings)), frame(SETTINGS, ACK, 0, &[]))
+                        (
+                            Some(Event::Settings(settings)),
+                            frame(SETTINGS, ACK, 0, &[]),
+                        )
                     }
                     PING if flags & ACK == 0 => (None, frame(PING, ACK, 0, &payload)),
                     HEADERS => (
@@ -258,7 +269,11 @@ impl RawH2 {
 
 /// The value of `id` in a SETTINGS list.
 pub fn setting(settings: &[(u16, u32)], id: u16) -> Option<u32> {
-    settings.iter().rev().find(|(i, _)| *i == id).map(|(_, v)| *v)
+    settings
+        .iter()
+        .rev()
+        .find(|(i, _)| *i == id)
+        .map(|(_, v)| *v)
 }
 
 #[cfg(test)]

@@ -193,6 +193,7 @@ impl HttpsServer {
             let mut rotated = self.certs.subscribe();
             let peers = self.peers.clone();
             connections.spawn(async move {
+                let _open = peers.open();
                 let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await
                 {
                     Ok(Ok(tls)) => tls,

@@ -39,7 +39,7 @@ use std::{
 };
 
 use futures::Stream;
-use meridian_runtime::peers::{Listener, PrefaceGuard};
+use meridian_runtime::peers::{Listener, OpenConnection, PrefaceGuard};
 use tokio::{
     io::{AsyncRead, AsyncWrite, ReadBuf},
     net::{TcpListener, TcpStream},
@@ -123,9 +123,16 @@ pub fn incoming(
             match listener.accept().await {
                 Ok((tcp, peer)) => {
                     let _ = tcp.set_nodelay(true);
+                    let open = peers.open();
                     let guarded =
                         PrefaceGuard::new(tcp, Some(peer), peers.clone(), PREFACE_TIMEOUT);
-                    return Some((Ok(Connection(guarded)), (listener, peers, warned)));
+                    return Some((
+                        Ok(Connection {
+                            io: guarded,
+                            _open: open,
+                        }),
+                        (listener, peers, warned),
+                    ));
                 }
                 Err(error) => {
                     if warned.is_none_or(|at| at.elapsed() >= Duration::from_secs(60)) {
@@ -139,14 +146,17 @@ pub fn incoming(
     })
 }
 
-/// One accepted gRPC connection.
+/// One accepted gRPC connection (counted open until it drops).
 #[derive(Debug)]
-pub struct Connection(PrefaceGuard<TcpStream>);
+pub struct Connection {
+    io: PrefaceGuard<TcpStream>,
+    _open: OpenConnection,
+}
 
 impl Connection {
     /// The client's address.
     pub fn peer(&self) -> Option<SocketAddr> {
-        self.0.get_ref().peer_addr().ok()
+        self.io.get_ref().peer_addr().ok()
     }
 }
 
@@ -154,7 +164,7 @@ impl Connected for Connection {
     type ConnectInfo = TcpConnectInfo;
 
     fn connect_info(&self) -> TcpConnectInfo {
-        self.0.get_ref().connect_info()
+        self.io.get_ref().connect_info()
     }
 }
 
@@ -164,7 +174,7 @@ impl AsyncRead for Connection {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().0).poll_read(cx, buf)
+        Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
     }
 }
 
@@ -174,15 +184,15 @@ impl AsyncWrite for Connection {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().0).poll_write(cx, buf)
+        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().0).poll_flush(cx)
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().0).poll_shutdown(cx)
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
     }
 
     fn poll_write_vectored(
@@ -190,10 +200,10 @@ impl AsyncWrite for Connection {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().0).poll_write_vectored(cx, bufs)
+        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {
-        self.0.get_ref().is_write_vectored()
+        self.io.get_ref().is_write_vectored()
     }
 }

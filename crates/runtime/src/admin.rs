@@ -91,6 +91,7 @@ impl AdminServer {
             let peers = self.peers.clone();
             let stop = shutdown.clone().requested();
             connections.spawn(async move {
+                let _open = peers.open();
                 serve_connection(tcp, Protocol::Http1, router, &peers, Some(peer), stop).await;
             });
         }

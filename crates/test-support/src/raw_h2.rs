@@ -68,6 +68,15 @@ pub enum Event {
 pub struct RawH2 {
     writer: Arc<Mutex<OwnedWriteHalf>>,
     next_stream: u32,
+    /// The reading task, which owns the read half: aborted on drop, so
+    /// dropping a `RawH2` closes the connection.
+    reader: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for RawH2 {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
 }
 
 /// Frame header: length (24 bits), type, flags, stream id.
@@ -146,7 +155,7 @@ impl RawH2 {
 
         let (tx, rx) = mpsc::unbounded_channel();
         let acks = writer.clone();
-        tokio::spawn(async move {
+        let reader = tokio::spawn(async move {
             let ended = loop {
                 let mut head = [0u8; 9];
                 if let Err(error) = read.read_exact(&mut head).await {
@@ -237,6 +246,7 @@ impl RawH2 {
             Self {
                 writer,
                 next_stream: 1,
+                reader,
             },
             rx,
         ))

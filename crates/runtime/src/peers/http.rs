@@ -53,7 +53,8 @@ pub enum Protocol {
 
 /// Serves `router` on one connection until it ends; when `stop` resolves
 /// (shutdown, a certificate rotation) the connection is closed gracefully
-/// and awaited.
+/// and awaited. (The caller counts the connection open from its accept:
+/// [`Listener::open`].)
 pub async fn serve_connection<IO>(
     io: IO,
     protocol: Protocol,
@@ -99,7 +100,6 @@ pub async fn serve_connection<IO>(
     }
     let result = match protocol {
         Protocol::Http1 => {
-            let _open = listener.open();
             let builder = builder.http1_only();
             drive!(builder.serve_connection(TokioIo::new(io), service))
         }

@@ -22,7 +22,7 @@ use std::{
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use super::{Listener, OpenConnection, Reason, escape_prefix};
+use super::{Listener, Reason, escape_prefix};
 
 /// How long a peer has to send the whole HTTP/2 preface. Proxies send it
 /// with their first packet; 10 s leaves room for a loaded client.
@@ -43,14 +43,12 @@ pub struct PrefaceGuard<IO> {
     listener: Listener,
     /// Whether this connection was reported already.
     reported: bool,
-    _open: OpenConnection,
 }
 
 impl<IO> PrefaceGuard<IO> {
     /// Guards `io` (from `peer`), reporting to `listener`; the preface must
     /// arrive within `timeout`.
     pub fn new(io: IO, peer: Option<SocketAddr>, listener: Listener, timeout: Duration) -> Self {
-        let open = listener.open();
         Self {
             io,
             matched: 0,
@@ -59,7 +57,6 @@ impl<IO> PrefaceGuard<IO> {
             peer,
             listener,
             reported: false,
-            _open: open,
         }
     }
 

@@ -18,7 +18,7 @@ pub mod metrics;
 pub mod resources;
 pub mod watch;
 
-pub use backoff::WatchBackoff;
+pub use backoff::{WatchBackoff, with_backoff};
 pub use cache::ObjectCache;
 pub use index::{Index, ObjectKey, Tee};
 pub use metrics::IndexMetrics;

@@ -26,7 +26,7 @@ use parking_lot::RwLock;
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
-use crate::{Index, IndexMetrics, ObjectKey, WatchBackoff, metrics::KindMetrics};
+use crate::{Index, IndexMetrics, ObjectKey, metrics::KindMetrics};
 
 /// An index shared between its watch and its readers.
 pub type SharedIndex<I> = Arc<RwLock<I>>;
@@ -108,7 +108,7 @@ impl WatchTask {
         W::DynamicType: Default,
         I: Index<W::Object> + Send + Sync + 'static,
     {
-        let stream = watcher(api, config).backoff(WatchBackoff::new());
+        let stream = crate::backoff::with_backoff(watcher(api, config));
         Self::from_stream(kind, stream, index, metrics)
     }
 

@@ -66,17 +66,25 @@ impl LogArgs {
         installed.map_err(|_| LogError::AlreadyInstalled)
     }
 
-    /// The filter: `--log-level`, and unless it says something about
-    /// kube-runtime, kube-runtime's watcher at `error`: it warns with the
-    /// whole API status on every retry of a denied (403) list or watch,
-    /// a line every 2 s forever, where our watches (`k8s_index::watch`)
-    /// log each failure once, when it starts or changes.
+    /// The filter: `--log-level`, then, unless it names them, two of
+    /// kube's modules quieter. Each logs every failed request again (with
+    /// every retry of a watch, several lines a second while the API server
+    /// is unreachable or denies a list), where our watches log a failure
+    /// once, when it starts or changes, and every other caller reports the
+    /// error it gets back:
+    /// - `kube_runtime::watcher` warns with the whole API status on each
+    ///   denied (403) list or watch: at `error`;
+    /// - `kube_client::client::builder` logs each transport failure at
+    ///   `error`: off.
     fn directives(&self) -> String {
-        if self.log_level.contains("kube_runtime") {
-            self.log_level.clone()
-        } else {
-            format!("{},kube_runtime::watcher=error", self.log_level)
+        let mut directives = self.log_level.clone();
+        if !self.log_level.contains("kube_runtime") {
+            directives.push_str(",kube_runtime::watcher=error");
         }
+        if !self.log_level.contains("kube_client") {
+            directives.push_str(",kube_client::client::builder=off");
+        }
+        directives
     }
 }
 
@@ -92,14 +100,14 @@ mod tests {
     }
 
     #[test]
-    fn kube_runtime_watcher_retries_are_quiet_unless_asked_for() {
+    fn kube_retry_logs_are_quiet_unless_asked_for() {
         assert_eq!(
             args("info").directives(),
-            "info,kube_runtime::watcher=error"
+            "info,kube_runtime::watcher=error,kube_client::client::builder=off"
         );
         assert_eq!(
-            args("kube_runtime=debug").directives(),
-            "kube_runtime=debug"
+            args("kube_runtime=debug,kube_client=debug").directives(),
+            "kube_runtime=debug,kube_client=debug"
         );
         for level in ["info", "debug,kube=warn", "warn"] {
             EnvFilter::try_new(args(level).directives()).expect("a valid filter");

@@ -20,7 +20,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::{
     Api, Client,
     api::{DynamicObject, ListParams},
-    runtime::{WatchStreamExt, watcher},
+    runtime::watcher,
 };
 use tokio::{sync::watch, task::JoinHandle};
 use tracing::Instrument;
@@ -139,20 +139,26 @@ where
     {
         let api: Api<CustomResourceDefinition> = Api::all(self.client.clone());
         let config = watcher::Config::default().fields(&format!("metadata.name={}", K::crd_name()));
-        let mut crds = std::pin::pin!(watcher(api, config).backoff(k8s_index::WatchBackoff::new()));
+        let mut crds = std::pin::pin!(k8s_index::with_backoff(watcher(api, config)));
         let tracker = KeyTracker::shared(self.target.clone());
         let mut running: Option<Running> = None;
         let mut listing: Option<Option<CustomResourceDefinition>> = None;
         let mut crd: Option<CustomResourceDefinition> = None;
         let mut listed = false;
         let mut warned: BTreeSet<Vec<String>> = BTreeSet::new();
+        // The CRD watch's failure, logged when it starts or changes.
+        let mut failing: Option<String> = None;
         loop {
             let latched = *synced.borrow();
             tokio::select! {
                 event = crds.next() => match event {
                     None => break,
                     Some(Err(error)) => {
-                        tracing::warn!(%error, "CRD watch failed; retrying with backoff");
+                        let why = k8s_index::describe(&error);
+                        if failing.as_deref() != Some(why.as_str()) {
+                            tracing::warn!(error = %why, "CRD watch failing; retrying with backoff (logged again if the error changes)");
+                            failing = Some(why);
+                        }
                         continue;
                     }
                     Some(Ok(event)) => match event {

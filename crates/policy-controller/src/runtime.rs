@@ -122,7 +122,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         &mut registry,
         readiness.register_info("gateway API routes", "none"),
     );
-    for (name, synced) in gateway_watches(
+    for (name, (synced, failing)) in gateway_watches(
         &client,
         &GatewayTargets {
             index: index.clone(),
@@ -136,7 +136,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     {
         status_synced.push(synced.clone());
         caches.push(synced.clone());
-        readiness.register_watch(format!("{name} cache"), synced);
+        readiness.register_cache(format!("{name} cache"), synced, failing);
     }
     // The gRPC APIs answer nothing before every cache has synced once.
     let synced = meridian_runtime::readiness::initial_sync(caches);
@@ -287,7 +287,7 @@ struct GatewayTargets {
 }
 
 /// Starts following the four Gateway API route kinds; returns each one's
-/// name and first-sync signal. HTTPRoutes and GRPCRoutes feed the inbound
+/// name, first-sync signal and failure. HTTPRoutes and GRPCRoutes feed the inbound
 /// index (Server parents), the outbound index (Service parents) and the
 /// status writer; TLSRoutes and TCPRoutes the last two. Kinds follow their
 /// CRDs, or, when we may not read CRDs (the original chart's RBAC), are
@@ -297,7 +297,7 @@ async fn gateway_watches(
     targets: &GatewayTargets,
     metrics: &WatchMetrics,
     active: &ActiveKinds,
-) -> Vec<(String, tokio::sync::watch::Receiver<bool>)> {
+) -> Vec<(String, gateway::supervisor::KindSignals)> {
     let follow = match gateway::supervisor::may_read_crds(client).await {
         Ok(may) => may,
         Err(error) => {
@@ -316,17 +316,17 @@ async fn gateway_watches(
         Tee::shared(targets.outbound.clone(), targets.status.clone()),
     );
     let l4 = Tee::shared(targets.outbound.clone(), targets.status.clone());
-    fn one<K, I>(watch: KindWatch<I>, follow: bool) -> (String, tokio::sync::watch::Receiver<bool>)
+    fn one<K, I>(watch: KindWatch<I>, follow: bool) -> (String, gateway::supervisor::KindSignals)
     where
         K: GatewayRoute,
         I: k8s_index::Index<K> + Send + Sync + 'static,
     {
-        let synced = if follow {
+        let signals = if follow {
             watch.spawn::<K>()
         } else {
             watch.spawn_probed::<K>()
         };
-        (gateway::supervisor::watch_name::<K>(), synced)
+        (gateway::supervisor::watch_name::<K>(), signals)
     }
     let watch = |target| KindWatch {
         client: client.clone(),

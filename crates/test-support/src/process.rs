@@ -17,6 +17,24 @@ pub fn free_addr() -> SocketAddr {
         .expect("finding a free port")
 }
 
+/// Forwards every TCP connection made to `listen` to `upstream` (e.g. an
+/// API server appearing on the address a process was told to use), until
+/// the returned task is aborted.
+pub async fn forward(listen: SocketAddr, upstream: SocketAddr) -> tokio::task::JoinHandle<()> {
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .unwrap_or_else(|e| panic!("binding {listen}: {e}"));
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                if let Ok(mut outbound) = tokio::net::TcpStream::connect(upstream).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                }
+            });
+        }
+    })
+}
+
 /// A running binary under test.
 pub struct ServerProcess {
     name: String,

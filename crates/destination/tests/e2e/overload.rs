@@ -510,19 +510,7 @@ async fn an_unreachable_api_server_is_named_in_ready_until_it_answers() {
     let cluster = env.cluster();
     cluster.ensure_crds();
     // The kubeconfig, pointed at a loopback port where nothing listens yet.
-    let real = cluster
-        .config()
-        .cluster_url
-        .authority()
-        .expect("the API server URL has an authority")
-        .to_string();
-    let closed = free_addr();
-    let text = std::fs::read_to_string(cluster.kubeconfig()).expect("kubeconfig");
-    assert!(text.contains(&real), "{real} in the kubeconfig");
-    let kubeconfig = cluster
-        .work_dir()
-        .join(format!("kubeconfig-{}-unreachable", env.ns));
-    std::fs::write(&kubeconfig, text.replace(&real, &closed.to_string())).expect("write");
+    let (kubeconfig, closed) = cluster.unreachable_kubeconfig(&env.ns);
 
     let (addr, admin) = (free_addr(), free_addr());
     let mut dst = ServerProcess::spawn(
@@ -558,17 +546,7 @@ async fn an_unreachable_api_server_is_named_in_ready_until_it_answers() {
 
     // The API server appears on that address (a loopback forwarder to the
     // real one): ready without a restart.
-    let listener = tokio::net::TcpListener::bind(closed).await.expect("bind");
-    let forwarder = tokio::spawn(async move {
-        while let Ok((mut inbound, _)) = listener.accept().await {
-            let real = real.clone();
-            tokio::spawn(async move {
-                if let Ok(mut outbound) = TcpStream::connect(real.as_str()).await {
-                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
-                }
-            });
-        }
-    });
+    let forwarder = test_support::process::forward(closed, cluster.apiserver_addr()).await;
     dst.wait_ready().await;
     let (status, body) = dst.admin_get("/ready").await;
     assert_eq!(status, 200, "{body}");

@@ -87,6 +87,17 @@ impl Webhook {
             .expect("TLS handshake")
     }
 
+    /// A kept-alive HTTP/1.1 client.
+    async fn keep_alive(&self) -> hyper::client::conn::http1::SendRequest<axum::body::Body> {
+        let tls = self.tls(b"http/1.1").await;
+        let (sender, connection) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+                .await
+                .expect("HTTP/1.1 handshake");
+        tokio::spawn(connection);
+        sender
+    }
+
     /// A review over a fresh HTTP/1.1 connection: the status line.
     async fn review(&self) -> String {
         let mut tls = self.tls(b"http/1.1").await;
@@ -115,6 +126,29 @@ impl Webhook {
         prometheus_client::encoding::text::encode(&mut text, &self.registry).expect("encode");
         text
     }
+}
+
+async fn keep_alive_review(
+    sender: &mut hyper::client::conn::http1::SendRequest<axum::body::Body>,
+) -> u16 {
+    let body = serde_json::json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {"uid": "u-2", "name": "y", "operation": "CREATE", "object": {}},
+    })
+    .to_string();
+    let request = http::Request::post("/")
+        .header(http::header::HOST, "localhost")
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(axum::body::Body::from(body))
+        .expect("request");
+    let response = sender
+        .send_request(request)
+        .await
+        .expect("kept-alive review");
+    let status = response.status().as_u16();
+    let _ = axum::body::to_bytes(axum::body::Body::new(response.into_body()), usize::MAX).await;
+    status
 }
 
 /// Reads until the server closes the connection (EOF or an error).
@@ -167,8 +201,11 @@ async fn bad_peers_are_closed_and_counted_and_reviews_still_answered() {
         .await
         .expect("write");
 
-    // While they are held, reviews are answered.
+    // While they are held, reviews are answered, on fresh connections and
+    // on a kept-alive one.
     assert_eq!(webhook.review().await, "HTTP/1.1 200 OK");
+    let mut kept = webhook.keep_alive().await;
+    assert_eq!(keep_alive_review(&mut kept).await, 200);
 
     closed(random, at_once, "random bytes").await;
     closed(plaintext, at_once, "plaintext HTTP").await;
@@ -189,6 +226,10 @@ async fn bad_peers_are_closed_and_counted_and_reviews_still_answered() {
     assert_eq!(count(Reason::Http1OnHttp2), 1, "HTTP/1 inside h2");
     assert_eq!(count(Reason::Garbage), 1, "HTTP/1 garbage");
     assert_eq!(webhook.review().await, "HTTP/1.1 200 OK");
+    // Past the first-request deadline, a connection that served a request
+    // is still open: only idle for longer than Go clients keep one.
+    assert_eq!(keep_alive_review(&mut kept).await, 200);
+    drop(kept);
     tokio::time::sleep(Duration::from_millis(200)).await;
     let metrics = webhook.metrics();
     assert!(

@@ -257,13 +257,13 @@ impl FanOut {
     }
 
     /// Each write's time until every stream had it.
-    pub fn from_write(&self) -> &[Duration] {
+    pub fn since_write(&self) -> &[Duration] {
         &self.from_write
     }
 
     /// Each write's time from the change reaching watchers until every
     /// stream had it (Meridian's share).
-    pub fn from_watch(&self) -> &[Duration] {
+    pub fn since_watch(&self) -> &[Duration] {
         &self.from_watch
     }
 }

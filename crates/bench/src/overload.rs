@@ -329,7 +329,7 @@ async fn stalled_rounds(
         "stalled", "from write p50 / p99", "from watch p50 / p99", "max"
     );
     for (stalled, fan_out) in &rounds {
-        let (w, v) = (fan_out.from_write(), fan_out.from_watch());
+        let (w, v) = (fan_out.since_write(), fan_out.since_watch());
         println!(
             "    {:>8}  {:>22}  {:>22}  {:>10}",
             stalled,
@@ -457,6 +457,8 @@ where
         .map_or(args.flood_max, |limit| limit as usize + 10)
         .min(args.flood_max);
     let (mut answered, mut refused) = (BTreeSet::new(), BTreeSet::<u32>::new());
+    // Streams answered with an error at once (trailers-only): not held.
+    let mut ended = 0usize;
     let mut first_refusal = None;
     let mut goaway = None;
     let mut opened = 0usize;
@@ -471,8 +473,10 @@ where
         while answered.len() + refused.len() < opened {
             let left = deadline.saturating_duration_since(Instant::now());
             match tokio::time::timeout(left, events.recv()).await {
-                Ok(Some(Event::Headers { stream, .. })) => {
-                    answered.insert(stream);
+                Ok(Some(Event::Headers { stream, end_stream })) => {
+                    if answered.insert(stream) && end_stream {
+                        ended += 1;
+                    }
                 }
                 Ok(Some(Event::Reset { stream, code })) => {
                     // The request DATA sent on a refused stream gets STREAM_CLOSED.
@@ -562,6 +566,12 @@ where
     let rss_after = rss_bytes(server.pid).context("RSS")?;
     let (tasks_after, _) = metrics_of(server).await;
 
+    if ended > 0 {
+        bail!(
+            "{}: {ended} streams were answered with an error instead of held",
+            server.name
+        );
+    }
     let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
     let accepted = answered.len();
     println!(

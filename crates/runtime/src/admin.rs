@@ -1,7 +1,7 @@
 //! The admin HTTP server every binary runs: `/live`, `/ready`, `/ping` and
 //! `/metrics` (Prometheus text format from a `prometheus-client` registry).
 //! HTTP/1.1 (what probes and scrapers speak), each connection served by
-//! [`crate::peers::http`]: a request head must arrive within 10 s, bad
+//! [`crate::peers::http`]: the first request must arrive within 10 s, bad
 //! peers are closed and reported (listener `admin`).
 
 use std::{net::SocketAddr, sync::Arc, time::Duration};

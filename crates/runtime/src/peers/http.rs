@@ -2,9 +2,15 @@
 //! deadlines that close bad peers (the gRPC servers are configured in
 //! `grpc_stream::server`).
 //!
-//! - HTTP/1: a request head must arrive within [`HEADER_READ_TIMEOUT`]
-//!   (hyper enforces it only when given a timer, which `axum::serve` does
-//!   not give it: an idle or half-open connection was held forever).
+//! - The first request must arrive within [`FIRST_REQUEST_TIMEOUT`], else
+//!   the connection is closed and the peer reported (`axum::serve`, used
+//!   before, had no deadline at all: a half-open connection was held
+//!   forever).
+//! - HTTP/1: later request heads within [`IDLE_TIMEOUT`] (hyper's header
+//!   read timeout, which it enforces only when given a timer). Longer than
+//!   the 90 s after which Go clients (the API server's webhook client,
+//!   Prometheus) drop idle connections, so the client closes first and
+//!   never sends a POST on a connection we are closing.
 //! - HTTP/2: the preface within [`super::PREFACE_TIMEOUT`]
 //!   ([`super::PrefaceGuard`]), then keepalive pings every
 //!   [`KEEPALIVE_INTERVAL`], answered within [`KEEPALIVE_TIMEOUT`].
@@ -34,9 +40,12 @@ use tower::Service as _;
 
 use super::{Listener, PrefaceGuard, Reason};
 
-/// How long an HTTP/1 client has to send a request head, on a new
-/// connection or between requests on a kept-alive one.
-pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a new connection has to deliver its first request.
+pub const FIRST_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a kept-alive HTTP/1 connection may wait for its next request
+/// (and any later request head may take).
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// HTTP/2 keepalive: a ping after this much silence …
 pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
@@ -77,23 +86,38 @@ pub async fn serve_connection<IO>(
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(HEADER_READ_TIMEOUT);
+        .header_read_timeout(IDLE_TIMEOUT);
     builder
         .http2()
         .timer(TokioTimer::new())
         .keep_alive_interval(KEEPALIVE_INTERVAL)
         .keep_alive_timeout(KEEPALIVE_TIMEOUT);
     tokio::pin!(stop);
-    // Runs a connection, closing it gracefully once `stop` resolves.
+    let first_request = tokio::time::sleep(FIRST_REQUEST_TIMEOUT);
+    tokio::pin!(first_request);
+    let waiting = served.clone();
+    let mut armed = true;
+    // Runs a connection, closing it gracefully once `stop` resolves, and
+    // dropping it if no request came in time.
     macro_rules! drive {
         ($connection:expr) => {{
             let connection = $connection;
             tokio::pin!(connection);
-            tokio::select! {
-                result = connection.as_mut() => result,
-                () = &mut stop => {
-                    connection.as_mut().graceful_shutdown();
-                    connection.await
+            loop {
+                tokio::select! {
+                    result = connection.as_mut() => break result,
+                    () = &mut stop => {
+                        connection.as_mut().graceful_shutdown();
+                        break connection.await;
+                    }
+                    () = &mut first_request, if armed => {
+                        armed = false;
+                        if waiting.load(Ordering::Relaxed) == 0 {
+                            let detail = format!("no request within {FIRST_REQUEST_TIMEOUT:?}");
+                            listener.bad(peer, Reason::Silent, &detail);
+                            return;
+                        }
+                    }
                 }
             }
         }};

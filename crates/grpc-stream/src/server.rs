@@ -25,7 +25,11 @@
 //! `REFUSED_STREAM` for each extra stream (which gRPC clients report as
 //! `Unavailable` and may retry); a client that honours the setting (tonic,
 //! the proxy) waits for a stream to end instead. Its other streams, and
-//! every other connection, keep being served.
+//! every other connection, keep being served. A client that keeps opening
+//! streams once refused is sent `GOAWAY(ENHANCE_YOUR_CALM)` when the resets
+//! the server sent it reach [`MAX_LOCAL_ERROR_RESET_STREAMS`] (a refused
+//! gRPC call costs two: the refusal, and `STREAM_CLOSED` for the request
+//! body sent after it), which ends the connection and its streams.
 //!
 //! Buffer and window sizes (memory per connection) are not limits and are
 //! tuned separately; add them to [`builder`] too.
@@ -79,6 +83,7 @@ pub struct ServerLimits {
     /// Service it talks to.
     #[arg(
         long = "grpc-max-concurrent-streams",
+        value_name = "N",
         env = "MERIDIAN_GRPC_MAX_CONCURRENT_STREAMS",
         default_value_t = DEFAULT_MAX_CONCURRENT_STREAMS,
         value_parser = clap::value_parser!(u32).range(1..)

@@ -19,8 +19,9 @@
 //! original destination (grpc-go's default) and tonic's default set no
 //! limit at all, so one client could hold unbounded memory with one
 //! connection. 10,000 is five times the largest legitimate use we know of
-//! and bounds a connection to ~10,000 × ~1.7 KiB ≈ 17 MiB of stream state
-//! (`cargo xtask bench overload` prints the per-stream figure). A client
+//! and bounds a connection to about 16 MiB of stream state (1.3 to
+//! 1.8 KiB per `Get` or `WatchPort` stream across runs of `cargo xtask
+//! bench overload`). A client
 //! that opens more than the advertised limit gets `RST_STREAM` with
 //! `REFUSED_STREAM` for each extra stream (which gRPC clients report as
 //! `Unavailable` and may retry); a client that honours the setting (tonic,

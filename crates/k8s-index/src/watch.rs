@@ -5,7 +5,7 @@
 //! deleted while the watch was down (an apiserver outage, a network split)
 //! disappear. Objects that fail to deserialize are logged, counted and
 //! treated as absent; they never stop the watch. Watch failures are
-//! retried soon ([`WatchBackoff`]: at most 2 s apart). `managedFields`, large and
+//! retried soon ([`WatchBackoff`](crate::WatchBackoff): at most 2 s apart). `managedFields`, large and
 //! read by no index, are dropped once on the stream ([`Checked::trim`]).
 
 use std::{collections::HashSet, fmt::Debug, sync::Arc};

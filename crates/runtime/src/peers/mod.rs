@@ -108,6 +108,8 @@ impl ConnectionMetrics {
 
     /// The handle of the listener `name` (`grpc`, `admin`, `webhook`).
     pub fn listener(&self, name: &'static str) -> Listener {
+        // Its open-connection count is exported (as 0) from now on.
+        let _ = self.open.get_or_create(&ListenerLabels { listener: name });
         Listener {
             name,
             metrics: self.clone(),

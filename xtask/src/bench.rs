@@ -10,7 +10,7 @@ use crate::paths::workspace_root;
 
 #[derive(Args)]
 pub struct BenchArgs {
-    /// Which benchmark: destination, policy or sp-validator.
+    /// Which benchmark: destination, policy, sp-validator or overload.
     pub name: String,
     /// Arguments for the benchmark (see `meridian-bench <name> --help`).
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -64,7 +64,18 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 target.join("sp-validator").display()
             ));
         }
-        other => bail!("unknown benchmark {other:?}: destination, policy or sp-validator"),
+        "overload" => {
+            for (flag, bin) in [
+                ("destination-bin", "destination"),
+                ("policy-bin", "policy-controller"),
+                ("sp-validator-bin", "sp-validator"),
+            ] {
+                bench.arg(format!("--{flag}={}", target.join(bin).display()));
+            }
+        }
+        other => {
+            bail!("unknown benchmark {other:?}: destination, policy, sp-validator or overload")
+        }
     }
     let status = bench
         .args(&args.args)

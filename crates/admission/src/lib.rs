@@ -11,8 +11,10 @@
 //! use admission::{CertStore, HttpsServer, Metrics, TlsPaths};
 //! let certs = CertStore::load(TlsPaths { cert: "tls.crt".into(), key: "tls.key".into() })?;
 //! tokio::spawn(certs.clone().watch(shutdown.clone().requested()));
-//! let server = HttpsServer::bind("0.0.0.0:8443".parse()?, &certs).await?;
-//! let metrics = Metrics::register(&mut prometheus_client::registry::Registry::default());
+//! let mut registry = prometheus_client::registry::Registry::default();
+//! let peers = meridian_runtime::ConnectionMetrics::register(&mut registry);
+//! let server = HttpsServer::bind("0.0.0.0:8443".parse()?, &certs, peers.listener("webhook")).await?;
+//! let metrics = Metrics::register(&mut registry);
 //! server.serve(admission::router(validator, metrics), shutdown).await;
 //! # Ok(()) }
 //! ```

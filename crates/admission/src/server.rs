@@ -1,6 +1,9 @@
 //! The webhook's HTTP handling (an axum router that accepts reviews on any
 //! path) and its HTTPS server: rustls with the certificate from a
-//! [`CertStore`], HTTP/1.1 and HTTP/2, graceful shutdown.
+//! [`CertStore`], HTTP/1.1 and HTTP/2 (by ALPN), graceful shutdown. Bad
+//! peers (not TLS, a failed or silent handshake, then garbage or silence
+//! inside TLS) are closed and reported to the listener
+//! ([`meridian_runtime::peers`]), logged at most once a minute.
 
 use std::{net::SocketAddr, sync::Arc, time::Duration};
 
@@ -11,12 +14,13 @@ use axum::{
     http::{Method, StatusCode, header},
     response::{IntoResponse, Response},
 };
-use hyper_util::{
-    rt::{TokioExecutor, TokioIo},
-    server::conn::auto,
-    service::TowerToHyperService,
+use meridian_runtime::{
+    Shutdown,
+    peers::{
+        Listener, Reason,
+        http::{Protocol, error_chain, serve_connection},
+    },
 };
-use meridian_runtime::Shutdown;
 use tokio::{net::TcpListener, task::JoinSet};
 use tokio_rustls::TlsAcceptor;
 
@@ -130,11 +134,17 @@ pub struct HttpsServer {
     listener: TcpListener,
     acceptor: TlsAcceptor,
     certs: Arc<CertStore>,
+    peers: Listener,
 }
 
 impl HttpsServer {
-    /// Binds `addr`, serving the certificate of `certs` (TLS 1.3 only).
-    pub async fn bind(addr: SocketAddr, certs: &Arc<CertStore>) -> Result<Self, ServerError> {
+    /// Binds `addr`, serving the certificate of `certs` (TLS 1.3 only);
+    /// bad peers are reported to `peers`.
+    pub async fn bind(
+        addr: SocketAddr,
+        certs: &Arc<CertStore>,
+        peers: Listener,
+    ) -> Result<Self, ServerError> {
         let config = certs.server_config()?;
         let listener = TcpListener::bind(addr)
             .await
@@ -143,6 +153,7 @@ impl HttpsServer {
             listener,
             acceptor: TlsAcceptor::from(config),
             certs: certs.clone(),
+            peers,
         })
     }
 
@@ -180,43 +191,40 @@ impl HttpsServer {
             let router = router.clone();
             let shutdown = shutdown.clone();
             let mut rotated = self.certs.subscribe();
+            let peers = self.peers.clone();
             connections.spawn(async move {
+                let _open = peers.open();
                 let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await
                 {
                     Ok(Ok(tls)) => tls,
+                    // Connect-then-close (a TCP probe) is not a bad peer.
+                    Ok(Err(error)) if error.kind() == std::io::ErrorKind::UnexpectedEof => {
+                        tracing::debug!(%peer, %error, "closed before the TLS handshake");
+                        return;
+                    }
                     Ok(Err(error)) => {
-                        tracing::debug!(%peer, %error, "TLS handshake failed");
+                        peers.bad(Some(peer), Reason::TlsHandshake, &error_chain(&error));
                         return;
                     }
                     Err(_) => {
-                        tracing::debug!(%peer, "TLS handshake timed out");
+                        let detail = format!("no TLS handshake within {HANDSHAKE_TIMEOUT:?}");
+                        peers.bad(Some(peer), Reason::Silent, &detail);
                         return;
                     }
                 };
-                let builder = auto::Builder::new(TokioExecutor::new());
-                let connection = builder.serve_connection_with_upgrades(
-                    TokioIo::new(tls),
-                    TowerToHyperService::new(router),
-                );
-                tokio::pin!(connection);
-                let stop = shutdown.requested();
-                tokio::pin!(stop);
-                tokio::select! {
-                    result = connection.as_mut() => {
-                        if let Err(error) = result {
-                            tracing::debug!(%peer, %error, "connection error");
+                let protocol = match tls.get_ref().1.alpn_protocol() {
+                    Some(b"h2") => Protocol::Http2,
+                    _ => Protocol::Http1,
+                };
+                let stop = async move {
+                    tokio::select! {
+                        () = shutdown.requested() => {}
+                        Ok(()) = rotated.changed() => {
+                            tracing::debug!(%peer, "closing a connection made with the previous certificate");
                         }
-                        return;
                     }
-                    () = &mut stop => connection.as_mut().graceful_shutdown(),
-                    Ok(()) = rotated.changed() => {
-                        tracing::debug!(%peer, "closing a connection made with the previous certificate");
-                        connection.as_mut().graceful_shutdown();
-                    }
-                }
-                if let Err(error) = connection.await {
-                    tracing::debug!(%peer, %error, "connection error while draining");
-                }
+                };
+                serve_connection(tls, protocol, router, &peers, Some(peer), stop).await;
             });
         }
         drop(self.listener);

@@ -255,6 +255,17 @@ impl FanOut {
     pub fn len(&self) -> usize {
         self.from_write.len()
     }
+
+    /// Each write's time until every stream had it.
+    pub fn since_write(&self) -> &[Duration] {
+        &self.from_write
+    }
+
+    /// Each write's time from the change reaching watchers until every
+    /// stream had it (Meridian's share).
+    pub fn since_watch(&self) -> &[Duration] {
+        &self.from_watch
+    }
 }
 
 /// Installs the CRDs of `deploy/crds/` into the benchmark's cluster.
@@ -288,6 +299,27 @@ pub async fn start_server(
     grpc_flag: &str,
     extra: &[String],
 ) -> anyhow::Result<(local_cluster::ManagedProcess, u32, SocketAddr)> {
+    let server = start_server_at(cluster, bin, grpc_flag, extra).await?;
+    Ok((server.process, server.pid, server.grpc))
+}
+
+/// A server under test, as [`start_server_at`] started it.
+pub struct Server {
+    pub process: local_cluster::ManagedProcess,
+    pub pid: u32,
+    pub grpc: SocketAddr,
+    pub admin: SocketAddr,
+    /// Its log file (warnings and errors).
+    pub log: std::path::PathBuf,
+}
+
+/// [`start_server`], returning the admin address and log file too.
+pub async fn start_server_at(
+    cluster: &local_cluster::Cluster,
+    bin: &std::path::Path,
+    grpc_flag: &str,
+    extra: &[String],
+) -> anyhow::Result<Server> {
     let name = bin
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -313,7 +345,13 @@ pub async fn start_server(
     let pid = process
         .pid()
         .ok_or_else(|| anyhow::anyhow!("{name} has no pid"))?;
-    Ok((process, pid, grpc_addr))
+    Ok(Server {
+        process,
+        pid,
+        grpc: grpc_addr,
+        admin: admin_addr,
+        log,
+    })
 }
 
 /// Prints the memory figures of a streaming benchmark: the server's RSS

@@ -37,7 +37,7 @@ use crate::{
     stats::rss_bytes,
 };
 
-const NS: &str = "bench";
+pub(crate) const NS: &str = "bench";
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -67,9 +67,9 @@ pub struct Args {
     destination_bin: PathBuf,
 }
 
-struct Plan {
+pub(crate) struct Plan {
     /// Endpoint count per service.
-    sizes: Vec<usize>,
+    pub(crate) sizes: Vec<usize>,
 }
 
 impl Plan {
@@ -99,7 +99,7 @@ impl Plan {
     }
 }
 
-fn svc_name(i: usize) -> String {
+pub(crate) fn svc_name(i: usize) -> String {
     format!("svc-{i}")
 }
 
@@ -108,7 +108,11 @@ fn pod_ip(service: usize, endpoint: usize) -> String {
     format!("10.{}.{}.{}", 100 + n / 65536, (n / 256) % 256, n % 256)
 }
 
-fn slice_endpoints(service: usize, size: usize, not_ready: Option<usize>) -> serde_json::Value {
+pub(crate) fn slice_endpoints(
+    service: usize,
+    size: usize,
+    not_ready: Option<usize>,
+) -> serde_json::Value {
     let endpoints: Vec<_> = (0..size)
         .map(|e| {
             json!({
@@ -224,7 +228,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn populate(client: &kube::Client, plan: &Plan) -> anyhow::Result<()> {
+pub(crate) async fn populate(client: &kube::Client, plan: &Plan) -> anyhow::Result<()> {
     let mut ns = Namespace::default();
     ns.metadata.name = Some(NS.into());
     Api::<Namespace>::all(client.clone())
@@ -280,7 +284,7 @@ async fn populate(client: &kube::Client, plan: &Plan) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn open_get(
+pub(crate) fn open_get(
     channel: &tonic::transport::Channel,
     service: usize,
     events: &mpsc::UnboundedSender<(usize, Instant)>,

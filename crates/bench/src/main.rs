@@ -4,6 +4,7 @@
 
 mod common;
 mod destination;
+mod overload;
 mod policy;
 mod policy_outbound;
 mod soak;
@@ -28,6 +29,8 @@ enum Bench {
     Policy(policy::Args),
     /// AdmissionReviews over TLS: reviews per second and latency.
     SpValidator(sp_validator::Args),
+    /// Stalled clients, stream floods and bad peers on every port.
+    Overload(overload::Args),
     /// Churn and faults against the destination and the policy controller,
     /// auditing every stream against the API's truth.
     Soak(soak::Args),
@@ -42,6 +45,7 @@ fn main() -> anyhow::Result<()> {
         Bench::Destination(args) => runtime.block_on(destination::run(args)),
         Bench::Policy(args) => runtime.block_on(policy::run(args)),
         Bench::SpValidator(args) => runtime.block_on(sp_validator::run(args)),
+        Bench::Overload(args) => runtime.block_on(overload::run(args)),
         Bench::Soak(args) => runtime.block_on(soak::run(args)),
     }
 }

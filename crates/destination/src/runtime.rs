@@ -7,8 +7,8 @@ use anyhow::Context;
 use clap::{ArgAction, Parser};
 use k8s_index::{IndexMetrics, resources};
 use meridian_runtime::{
-    AdminServer, GoFlag, GoFlagKind, GoFlagMeaning, GoFlagSet, KubeClientArgs, LogArgs, Readiness,
-    Shutdown, goflags::LOG_FLAGS, parse_listen_addr,
+    AdminServer, ConnectionMetrics, GoFlag, GoFlagKind, GoFlagMeaning, GoFlagSet, KubeClientArgs,
+    LogArgs, Readiness, Shutdown, goflags::LOG_FLAGS, parse_listen_addr,
 };
 use parking_lot::RwLock;
 use prometheus_client::registry::Registry;
@@ -36,6 +36,9 @@ pub struct Args {
 
     #[command(flatten)]
     pub kube: KubeClientArgs,
+
+    #[command(flatten)]
+    pub grpc_limits: grpc_stream::server::ServerLimits,
 
     /// gRPC address (plaintext h2c, as proxies and `linkerd diagnostics`
     /// expect): `:PORT` (every interface), `HOST:PORT` or `[IPV6]:PORT`.
@@ -215,6 +218,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let metrics = DestinationMetrics::register(&mut registry);
     let link_metrics = crate::policy_link::LinkMetrics::register(&mut registry);
     let audit_metrics = AuditMetrics::register(&mut registry);
+    let peers = ConnectionMetrics::register(&mut registry);
     let readiness = Readiness::default();
 
     let index = Arc::new(RwLock::new(EndpointsIndex::new(config.clone())));
@@ -231,9 +235,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let mut caches = Vec::with_capacity(watches.len());
     for watch in watches {
         let name = format!("{} cache", watch.kind);
+        let failing = watch.failing.clone();
         let synced = watch.spawn();
         caches.push(synced.clone());
-        readiness.register_watch(name, synced);
+        readiness.register_cache(name, synced, failing);
     }
     let synced = meridian_runtime::readiness::initial_sync(caches);
 
@@ -251,10 +256,15 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             }
         },
     );
-    let admin = AdminServer::bind(args.admin_addr, readiness.clone(), Arc::new(registry))
-        .await
-        .with_context(|| format!("binding the admin server on {}", args.admin_addr))?
-        .with_routes(introspection.routes());
+    let admin = AdminServer::bind(
+        args.admin_addr,
+        readiness.clone(),
+        Arc::new(registry),
+        &peers,
+    )
+    .await
+    .with_context(|| format!("binding the admin server on {}", args.admin_addr))?
+    .with_routes(introspection.routes());
     let listener = tokio::net::TcpListener::bind(args.addr)
         .await
         .with_context(|| format!("binding the gRPC server on {}", args.addr))?;
@@ -271,9 +281,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     tokio::spawn(link);
 
     let service = DestinationService::new(index, metrics, streams, shutdown.receiver());
-    let grpc = tonic::transport::Server::builder()
-        .http2_keepalive_interval(Some(Duration::from_secs(10)))
-        .http2_keepalive_timeout(Some(Duration::from_secs(3)))
+    // Streams per connection, request sizes, keepalive: one place for both servers.
+    let grpc = grpc_stream::server::builder(&args.grpc_limits)
         // Nothing is answered from an index that has not synced once.
         .layer(grpc_stream::SyncGateLayer::new(
             synced,
@@ -282,9 +291,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         ))
         .add_service(service.router())
         .serve_with_incoming_shutdown(
-            // Without TCP_NODELAY, small updates wait on the client's
-            // delayed ACK (Nagle), adding ~40 ms to a fan-out.
-            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
+            // TCP_NODELAY; garbage and half-open peers closed and reported.
+            grpc_stream::server::incoming(listener, peers.listener("grpc")),
             // Open streams end with OK first; GOAWAY only after them.
             grpc_stream::after_streams_end(shutdown.clone().requested(), STREAM_DRAIN_GRACE),
         );

@@ -167,7 +167,7 @@ pub fn destination_request(data: &[u8]) {
     }
     if let Ok(profile) = &profile {
         assert!(
-            profile.client_ns.as_deref() != Some(""),
+            profile.client_ns() != Some(""),
             "{request:?}: empty client namespace"
         );
     }

@@ -28,6 +28,7 @@ use std::{
 
 pub mod registry;
 mod router;
+pub mod server;
 mod sync_gate;
 
 pub use router::{FramedMethods, FramedRouter};
@@ -40,7 +41,9 @@ use http_body::Frame;
 use prost::Message;
 use tonic::Status;
 
-/// Largest request message accepted (a `GetDestination` is a few hundred bytes).
+/// Largest request message accepted (a `GetDestination` is a few hundred
+/// bytes): by [`serve_streaming`], and by the generated services through
+/// their `max_decoding_message_size` (see [`server`]).
 pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
 
 const GRPC_CONTENT_TYPE: &str = "application/grpc";

@@ -7,7 +7,8 @@
 
 use std::time::Duration;
 
-use kube::runtime::utils::Backoff;
+use futures::{Stream, StreamExt, TryStream};
+use kube::runtime::{WatchStreamExt, utils::Backoff, watcher};
 
 /// Retry delays of a watch: [`Self::MIN`] doubling to [`Self::MAX`], with up
 /// to ±20% jitter so replicas do not retry in step; back to the start once
@@ -66,9 +67,90 @@ impl Backoff for WatchBackoff {
     }
 }
 
+/// `stream` (a kube-runtime watcher) retried with [`WatchBackoff`] after
+/// each failure.
+///
+/// kube-runtime's watcher emits `Init` *before* each list request, and its
+/// backoff resets on every successful item: a list that fails at once (the
+/// API server unreachable, a 403) was retried at the first delay, 200 ms,
+/// forever. Here `Init` is held back until the list's first answer (an
+/// error drops it: nothing was listed), so the delays grow to
+/// [`WatchBackoff::MAX`] while the failure lasts and reset once the API
+/// answers.
+pub fn with_backoff<S, K>(stream: S) -> impl Stream<Item = S::Item> + Send + 'static
+where
+    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+    K: Send + 'static,
+{
+    defer_init(stream).backoff(WatchBackoff::new())
+}
+
+/// Holds each `Init` until the next item: dropped before an error, emitted
+/// before anything else.
+fn defer_init<S, K>(
+    stream: S,
+) -> impl TryStream<Ok = watcher::Event<K>, Error = watcher::Error, Item = S::Item> + Send + 'static
+where
+    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+    K: Send + 'static,
+{
+    let state = (Box::pin(stream), false);
+    futures::stream::unfold(state, |(mut stream, mut held)| async move {
+        loop {
+            let item = stream.next().await?;
+            let out = match item {
+                Ok(watcher::Event::Init) => {
+                    held = true;
+                    continue;
+                }
+                Err(error) => vec![Err(error)],
+                Ok(event) if held => vec![Ok(watcher::Event::Init), Ok(event)],
+                Ok(event) => vec![Ok(event)],
+            };
+            return Some((futures::stream::iter(out), (stream, false)));
+        }
+    })
+    .flatten()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn init_is_held_until_the_list_answers() {
+        use watcher::Event::*;
+        let failure = || Err(watcher::Error::NoResourceVersion);
+        let events: Vec<Result<watcher::Event<()>, watcher::Error>> = vec![
+            Ok(Init),
+            failure(),
+            Ok(Init),
+            failure(),
+            Ok(Init),
+            Ok(InitApply(())),
+            Ok(InitDone),
+            Ok(Apply(())),
+        ];
+        let out: Vec<_> =
+            futures::executor::block_on(defer_init(futures::stream::iter(events)).collect());
+        let shape: Vec<String> = out
+            .iter()
+            .map(|item| match item {
+                Ok(Init) => "init",
+                Ok(InitApply(())) => "init-apply",
+                Ok(InitDone) => "init-done",
+                Ok(Apply(())) => "apply",
+                Ok(Delete(())) => "delete",
+                Err(_) => "error",
+            })
+            .map(String::from)
+            .collect();
+        assert_eq!(
+            shape,
+            ["error", "error", "init", "init-apply", "init-done", "apply"],
+            "no success between the failures: the backoff is not reset"
+        );
+    }
 
     #[test]
     fn delays_double_to_the_cap_and_reset() {

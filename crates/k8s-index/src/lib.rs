@@ -18,8 +18,8 @@ pub mod metrics;
 pub mod resources;
 pub mod watch;
 
-pub use backoff::WatchBackoff;
+pub use backoff::{WatchBackoff, with_backoff};
 pub use cache::ObjectCache;
 pub use index::{Index, ObjectKey, Tee};
 pub use metrics::IndexMetrics;
-pub use watch::{SharedIndex, WatchTask, watch_into};
+pub use watch::{SharedIndex, WatchStatus, WatchTask, describe, watch_into};

@@ -5,7 +5,7 @@
 //! deleted while the watch was down (an apiserver outage, a network split)
 //! disappear. Objects that fail to deserialize are logged, counted and
 //! treated as absent; they never stop the watch. Watch failures are
-//! retried soon ([`WatchBackoff`]: at most 2 s apart). `managedFields`, large and
+//! retried soon ([`WatchBackoff`](crate::WatchBackoff): at most 2 s apart). `managedFields`, large and
 //! read by no index, are dropped once on the stream ([`Checked::trim`]).
 
 use std::{collections::HashSet, fmt::Debug, sync::Arc};
@@ -26,7 +26,7 @@ use parking_lot::RwLock;
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
-use crate::{Index, IndexMetrics, ObjectKey, WatchBackoff, metrics::KindMetrics};
+use crate::{Index, IndexMetrics, ObjectKey, metrics::KindMetrics};
 
 /// An index shared between its watch and its readers.
 pub type SharedIndex<I> = Arc<RwLock<I>>;
@@ -87,6 +87,9 @@ pub struct WatchTask {
     pub kind: String,
     /// Becomes `true` once the initial list has been applied.
     pub synced: watch::Receiver<bool>,
+    /// Why the watch is failing ([`describe`]), `None` while it works:
+    /// set by each failure, cleared by the next event from the API.
+    pub failing: watch::Receiver<Option<String>>,
     /// Runs the watch forever.
     pub future: BoxFuture<'static, ()>,
 }
@@ -105,7 +108,7 @@ impl WatchTask {
         W::DynamicType: Default,
         I: Index<W::Object> + Send + Sync + 'static,
     {
-        let stream = watcher(api, config).backoff(WatchBackoff::new());
+        let stream = crate::backoff::with_backoff(watcher(api, config));
         Self::from_stream(kind, stream, index, metrics)
     }
 
@@ -133,25 +136,51 @@ impl WatchTask {
         S: Stream<Item = Result<watcher::Event<W>, watcher::Error>> + Send + 'static,
     {
         let (tx, synced) = watch::channel(false);
+        let (failing_tx, failing) = watch::channel(None);
         let kind_metrics = metrics.kind(kind);
         let name = kind.to_string();
-        let future = Box::pin(watch_into(name.clone(), stream, index, kind_metrics, tx));
+        let status = WatchStatus {
+            synced: tx,
+            failing: failing_tx,
+        };
+        let future = Box::pin(watch_into(
+            name.clone(),
+            stream,
+            index,
+            kind_metrics,
+            status,
+        ));
         Self {
             kind: name,
             synced,
+            failing,
             future,
         }
     }
 }
 
+/// What a running watch reports: its first sync, and why it is failing.
+#[derive(Debug)]
+pub struct WatchStatus {
+    /// Set to `true` once the initial list has been applied.
+    pub synced: watch::Sender<bool>,
+    /// The failure ([`describe`]) until the API answers again.
+    pub failing: watch::Sender<Option<String>>,
+}
+
 /// Applies `stream`'s events to `index` until the stream ends, each object
 /// trimmed once ([`Checked::trim`]) before any index sees it.
+///
+/// A failure is logged at `warn` when it starts or changes (a denied list
+/// or an unreachable API server repeats every retry: one line, not one
+/// every 2 s), and its end at `info`; every failure is counted in
+/// `index_watch_restarts_total`.
 pub async fn watch_into<W, I, S>(
     kind: String,
     stream: S,
     index: SharedIndex<I>,
     metrics: KindMetrics,
-    synced: watch::Sender<bool>,
+    status: WatchStatus,
 ) where
     W: Checked,
     I: Index<W::Object>,
@@ -162,19 +191,77 @@ pub async fn watch_into<W, I, S>(
     while let Some(event) = stream.next().await {
         match event {
             Ok(event) => {
+                // `Init` is emitted before the list request is made: only
+                // what follows shows that the API answered.
+                if !matches!(event, watcher::Event::Init) && status.failing.borrow().is_some() {
+                    tracing::info!(%kind, "watch recovered");
+                    status.failing.send_replace(None);
+                }
                 if state.handle(&kind, event, &index, &metrics) {
-                    synced.send_replace(true);
+                    status.synced.send_replace(true);
                     metrics.synced.set(1);
                 }
                 metrics.cache_size.set(state.known.len() as i64);
             }
             Err(error) => {
                 metrics.restarts.inc();
-                tracing::warn!(%kind, %error, "watch failed; retrying with backoff");
+                let why = describe(&error);
+                if status.failing.borrow().as_deref() == Some(why.as_str()) {
+                    tracing::debug!(%kind, error = %why, "watch still failing; retrying with backoff");
+                } else {
+                    tracing::warn!(%kind, error = %why, "watch failing; retrying with backoff (logged again if the error changes)");
+                    status.failing.send_replace(Some(why));
+                }
             }
         }
     }
     tracing::debug!(%kind, "watch stream ended");
+}
+
+/// A watch failure as `/ready` states it: the API's refusal (`list: 403
+/// Forbidden: <message>`), or `API server unreachable: <cause>`.
+pub fn describe(error: &watcher::Error) -> String {
+    let (operation, error) = match error {
+        watcher::Error::InitialListFailed(error) => ("list", error),
+        watcher::Error::WatchStartFailed(error) | watcher::Error::WatchFailed(error) => {
+            ("watch", error)
+        }
+        watcher::Error::WatchError(status) => {
+            return format!(
+                "watch: {} {}: {}",
+                status.code, status.reason, status.message
+            );
+        }
+        watcher::Error::NoResourceVersion => return error.to_string(),
+    };
+    match error {
+        kube::Error::Api(status) => format!(
+            "{operation}: {} {}: {}",
+            status.code, status.reason, status.message
+        ),
+        kube::Error::HyperError(_) | kube::Error::Service(_) => {
+            format!("API server unreachable: {}", causes(error))
+        }
+        other => format!("{operation}: {}", causes(other)),
+    }
+}
+
+/// The sources of `error` (or its own text without any), each level once.
+fn causes(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut next = error.source();
+    while let Some(inner) = next {
+        let line = inner.to_string();
+        if !parts.last().is_some_and(|last| last.contains(&line)) {
+            parts.push(line);
+        }
+        next = inner.source();
+    }
+    if parts.is_empty() {
+        error.to_string()
+    } else {
+        parts.join(": ")
+    }
 }
 
 /// Keys the index holds, and the objects of a list in progress.
@@ -295,16 +382,88 @@ mod tests {
         events: Vec<watcher::Event<Service>>,
     ) -> bool {
         let metrics = IndexMetrics::default();
-        let (tx, rx) = watch::channel(false);
+        let (status, rx, _) = new_status();
         let stream = stream::iter(events.into_iter().map(Ok));
         futures::executor::block_on(watch_into(
             "services".into(),
             stream,
             index.clone(),
             metrics.kind("services"),
-            tx,
+            status,
         ));
         *rx.borrow()
+    }
+
+    fn new_status() -> (
+        WatchStatus,
+        watch::Receiver<bool>,
+        watch::Receiver<Option<String>>,
+    ) {
+        let (synced, synced_rx) = watch::channel(false);
+        let (failing, failing_rx) = watch::channel(None);
+        (WatchStatus { synced, failing }, synced_rx, failing_rx)
+    }
+
+    fn forbidden() -> watcher::Error {
+        watcher::Error::InitialListFailed(kube::Error::Api(Box::new(kube::core::Status {
+            code: 403,
+            reason: "Forbidden".into(),
+            message: "services is forbidden: User \"u\" cannot list resource \"services\"".into(),
+            ..Default::default()
+        })))
+    }
+
+    #[test]
+    fn failures_are_described_until_the_api_answers() {
+        assert_eq!(
+            describe(&forbidden()),
+            "list: 403 Forbidden: services is forbidden: User \"u\" cannot list resource \"services\""
+        );
+        let index: SharedIndex<ObjectCache<Service>> = SharedIndex::default();
+        let (status, synced, failing) = new_status();
+        let (tx, rx) =
+            futures::channel::mpsc::unbounded::<Result<watcher::Event<Service>, watcher::Error>>();
+        use watcher::Event::*;
+        let task = watch_into(
+            "services".into(),
+            rx,
+            index.clone(),
+            IndexMetrics::default().kind("services"),
+            status,
+        );
+        tx.unbounded_send(Ok(Init)).expect("send");
+        tx.unbounded_send(Err(forbidden())).expect("send");
+        tx.unbounded_send(Ok(Init)).expect("send");
+        tx.unbounded_send(Err(forbidden())).expect("send");
+        // Retried: `Init` alone does not clear the failure.
+        tx.unbounded_send(Ok(Init)).expect("send");
+        drop(tx);
+        futures::executor::block_on(task);
+        assert!(!*synced.borrow());
+        assert_eq!(
+            failing
+                .borrow()
+                .as_deref()
+                .map(|f| f.starts_with("list: 403 Forbidden")),
+            Some(true)
+        );
+
+        let (status, synced, failing) = new_status();
+        let events = vec![
+            Err(forbidden()),
+            Ok(Init),
+            Ok(InitApply(svc("a"))),
+            Ok(InitDone),
+        ];
+        futures::executor::block_on(watch_into(
+            "services".into(),
+            stream::iter(events),
+            index.clone(),
+            IndexMetrics::default().kind("services"),
+            status,
+        ));
+        assert!(*synced.borrow());
+        assert_eq!(*failing.borrow(), None, "the list answered");
     }
 
     fn names(index: &SharedIndex<ObjectCache<Service>>) -> Vec<String> {
@@ -380,7 +539,7 @@ mod tests {
         assert!(bad.0.is_err());
         let metrics = IndexMetrics::default();
         let kind_metrics = metrics.kind("servers");
-        let (tx, rx) = watch::channel(false);
+        let (tx, rx, _) = new_status();
         use watcher::Event::*;
         let events = vec![
             Init,

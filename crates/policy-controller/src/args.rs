@@ -23,6 +23,9 @@ pub struct Args {
     #[command(flatten)]
     pub kube: KubeClientArgs,
 
+    #[command(flatten)]
+    pub grpc_limits: grpc_stream::server::ServerLimits,
+
     /// Admin server address (/live, /ready, /metrics).
     #[arg(long, env = "POLICY_ADMIN_ADDR", default_value = "0.0.0.0:8080", value_parser = parse_listen_addr)]
     pub admin_addr: SocketAddr,

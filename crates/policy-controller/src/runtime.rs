@@ -9,7 +9,7 @@ use std::{sync::Arc, time::Duration};
 use anyhow::Context;
 use k8s_api::gateway::GatewayRoute;
 use k8s_index::{IndexMetrics as WatchMetrics, SharedIndex, Tee, resources};
-use meridian_runtime::{AdminServer, Readiness, ReadyHandle, Shutdown};
+use meridian_runtime::{AdminServer, ConnectionMetrics, Readiness, ReadyHandle, Shutdown};
 use prometheus_client::registry::Registry;
 
 use crate::{
@@ -48,6 +48,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let status_metrics = StatusMetrics::register(&mut registry);
     let admission_metrics = admission::Metrics::register(&mut registry);
     let audit_metrics = AuditMetrics::register(&mut registry);
+    let peers = ConnectionMetrics::register(&mut registry);
     let readiness = Readiness::default();
     let tls_ready =
         (!args.admission_controller_disabled).then(|| readiness.register("webhook TLS"));
@@ -109,12 +110,13 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     for watch in watches {
         let name = format!("{} cache", watch.kind);
         let kind = watch.kind.clone();
+        let failing = watch.failing.clone();
         let synced = watch.spawn();
         if STATUS_KINDS.contains(&kind.as_str()) {
             status_synced.push(synced.clone());
         }
         caches.push(synced.clone());
-        readiness.register_watch(name, synced);
+        readiness.register_cache(name, synced, failing);
     }
     // The Gateway API kinds are optional: each is watched while its CRD
     // serves a version we read (no restart when the CRDs change).
@@ -122,7 +124,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         &mut registry,
         readiness.register_info("gateway API routes", "none"),
     );
-    for (name, synced) in gateway_watches(
+    for (name, (synced, failing)) in gateway_watches(
         &client,
         &GatewayTargets {
             index: index.clone(),
@@ -136,7 +138,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     {
         status_synced.push(synced.clone());
         caches.push(synced.clone());
-        readiness.register_watch(format!("{name} cache"), synced);
+        readiness.register_cache(format!("{name} cache"), synced, failing);
     }
     // The gRPC APIs answer nothing before every cache has synced once.
     let synced = meridian_runtime::readiness::initial_sync(caches);
@@ -202,10 +204,15 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             }
         },
     );
-    let admin = AdminServer::bind(args.admin_addr, readiness.clone(), Arc::new(registry))
-        .await
-        .with_context(|| format!("binding the admin server on {}", args.admin_addr))?
-        .with_routes(introspection.routes());
+    let admin = AdminServer::bind(
+        args.admin_addr,
+        readiness.clone(),
+        Arc::new(registry),
+        &peers,
+    )
+    .await
+    .with_context(|| format!("binding the admin server on {}", args.admin_addr))?
+    .with_routes(introspection.routes());
 
     // Either server failing stops the process; on shutdown both drain.
     let grpc = async {
@@ -213,6 +220,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             grpc::workload_ports::WorkloadPortsService::new(index.clone(), shutdown.clone());
         grpc::serve(
             grpc_listener,
+            &args.grpc_limits,
+            peers.listener("grpc"),
             policy,
             outbound,
             workload_ports,
@@ -233,6 +242,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             &args,
             validator,
             admission_metrics,
+            peers.listener("webhook"),
             tls_ready,
             shutdown.clone(),
         )
@@ -250,6 +260,7 @@ async fn serve_webhook(
     args: &Args,
     validator: PolicyValidator,
     metrics: admission::Metrics,
+    peers: meridian_runtime::peers::Listener,
     ready: ReadyHandle,
     shutdown: Shutdown,
 ) -> anyhow::Result<()> {
@@ -263,7 +274,7 @@ async fn serve_webhook(
         return Ok(());
     };
     tokio::spawn(certs.clone().watch(shutdown.clone().requested()));
-    let server = admission::HttpsServer::bind(args.server_addr, &certs)
+    let server = admission::HttpsServer::bind(args.server_addr, &certs, peers)
         .await
         .context("binding the admission webhook")?;
     tracing::info!(addr = %server.local_addr()?, "serving policy admission reviews");
@@ -299,7 +310,7 @@ struct GatewayTargets {
 }
 
 /// Starts following the four Gateway API route kinds; returns each one's
-/// name and first-sync signal. HTTPRoutes and GRPCRoutes feed the inbound
+/// name, first-sync signal and failure. HTTPRoutes and GRPCRoutes feed the inbound
 /// index (Server parents), the outbound index (Service parents) and the
 /// status writer; TLSRoutes and TCPRoutes the last two. Kinds follow their
 /// CRDs, or, when we may not read CRDs (the original chart's RBAC), are
@@ -309,7 +320,7 @@ async fn gateway_watches(
     targets: &GatewayTargets,
     metrics: &WatchMetrics,
     active: &ActiveKinds,
-) -> Vec<(String, tokio::sync::watch::Receiver<bool>)> {
+) -> Vec<(String, gateway::supervisor::KindSignals)> {
     let follow = match gateway::supervisor::may_read_crds(client).await {
         Ok(may) => may,
         Err(error) => {
@@ -328,17 +339,17 @@ async fn gateway_watches(
         Tee::shared(targets.outbound.clone(), targets.status.clone()),
     );
     let l4 = Tee::shared(targets.outbound.clone(), targets.status.clone());
-    fn one<K, I>(watch: KindWatch<I>, follow: bool) -> (String, tokio::sync::watch::Receiver<bool>)
+    fn one<K, I>(watch: KindWatch<I>, follow: bool) -> (String, gateway::supervisor::KindSignals)
     where
         K: GatewayRoute,
         I: k8s_index::Index<K> + Send + Sync + 'static,
     {
-        let synced = if follow {
+        let signals = if follow {
             watch.spawn::<K>()
         } else {
             watch.spawn_probed::<K>()
         };
-        (gateway::supervisor::watch_name::<K>(), synced)
+        (gateway::supervisor::watch_name::<K>(), signals)
     }
     let watch = |target| KindWatch {
         client: client.clone(),

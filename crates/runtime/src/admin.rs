@@ -1,8 +1,11 @@
 //! The admin HTTP server every binary runs: `/live`, `/ready`, `/ping` and
 //! `/metrics` (Prometheus text format from a `prometheus-client` registry),
 //! plus any read-only routes a binary adds ([`AdminServer::with_routes`]).
+//! HTTP/1.1 (what probes and scrapers speak), each connection served by
+//! [`crate::peers::http`]: the first request must arrive within 10 s, bad
+//! peers are closed and reported (listener `admin`).
 
-use std::{net::SocketAddr, sync::Arc};
+use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use axum::{
     Router,
@@ -12,9 +15,18 @@ use axum::{
     routing::get,
 };
 use prometheus_client::registry::Registry;
-use tokio::net::TcpListener;
+use tokio::{net::TcpListener, task::JoinSet};
 
-use crate::{Readiness, Shutdown};
+use crate::{
+    Readiness, Shutdown,
+    peers::{
+        self,
+        http::{Protocol, serve_connection},
+    },
+};
+
+/// How long open admin connections get to finish after shutdown.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Serves the admin endpoints until shutdown.
 pub struct AdminServer {
@@ -22,6 +34,7 @@ pub struct AdminServer {
     state: AdminState,
     /// The binary's own routes (e.g. introspection), beside the common ones.
     extra: Router,
+    peers: peers::Listener,
 }
 
 #[derive(Clone)]
@@ -31,11 +44,13 @@ struct AdminState {
 }
 
 impl AdminServer {
-    /// Binds the admin address. Binding early surfaces port clashes at start-up.
+    /// Binds the admin address. Binding early surfaces port clashes at
+    /// start-up. Bad peers are reported to `peers` (listener `admin`).
     pub async fn bind(
         addr: SocketAddr,
         readiness: Readiness,
         registry: Arc<Registry>,
+        peers: &peers::ConnectionMetrics,
     ) -> std::io::Result<Self> {
         let listener = TcpListener::bind(addr).await?;
         Ok(Self {
@@ -45,6 +60,7 @@ impl AdminServer {
                 registry,
             },
             extra: Router::new(),
+            peers: peers.listener("admin"),
         })
     }
 
@@ -59,12 +75,45 @@ impl AdminServer {
         self.listener.local_addr()
     }
 
-    /// Serves until `shutdown` resolves.
+    /// Serves until `shutdown` resolves, then lets open requests finish.
     pub async fn serve(self, shutdown: Shutdown) -> std::io::Result<()> {
         tracing::info!(addr = %self.listener.local_addr()?, "admin server listening");
-        axum::serve(self.listener, router(self.state).merge(self.extra))
-            .with_graceful_shutdown(shutdown.requested())
-            .await
+        let router = router(self.state).merge(self.extra);
+        let mut connections = JoinSet::new();
+        let stop = shutdown.clone().requested();
+        tokio::pin!(stop);
+        loop {
+            let accepted = tokio::select! {
+                () = &mut stop => break,
+                accepted = self.listener.accept() => accepted,
+                Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+            };
+            let (tcp, peer) = match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // E.g. too many open files: back off instead of spinning.
+                    tracing::warn!(%error, "admin accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            };
+            let router = router.clone();
+            let peers = self.peers.clone();
+            let stop = shutdown.clone().requested();
+            connections.spawn(async move {
+                let _open = peers.open();
+                serve_connection(tcp, Protocol::Http1, router, &peers, Some(peer), stop).await;
+            });
+        }
+        drop(self.listener);
+        let drained = tokio::time::timeout(DRAIN_TIMEOUT, async {
+            while connections.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            connections.abort_all();
+        }
+        Ok(())
     }
 }
 
@@ -86,10 +135,12 @@ async fn ready(State(state): State<AdminState>) -> impl IntoResponse {
         }
         (StatusCode::OK, body)
     } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("not ready: {}\n", not_ready.join(", ")),
-        )
+        let mut body = format!("not ready: {}\n", not_ready.join(", "));
+        for reason in state.readiness.not_ready_reasons() {
+            body.push_str(&reason);
+            body.push('\n');
+        }
+        (StatusCode::SERVICE_UNAVAILABLE, body)
     };
     for info in state.readiness.infos() {
         body.push_str(&format!("{info}\n"));
@@ -160,6 +211,32 @@ mod tests {
         // The original's liveness path and body (`pkg/admin`).
         let (status, body) = get_text(router(state), "/ping").await;
         assert_eq!((status, body.as_str()), (StatusCode::OK, "pong\n"));
+    }
+
+    #[tokio::test]
+    async fn ready_says_why_a_cache_is_not_synced() {
+        let readiness = Readiness::default();
+        let (synced, synced_rx) = tokio::sync::watch::channel(false);
+        let (failing, failing_rx) = tokio::sync::watch::channel(None);
+        readiness.register_cache("endpointslices cache", synced_rx, failing_rx);
+        let state = AdminState {
+            readiness,
+            registry: Arc::new(Registry::default()),
+        };
+        failing.send_replace(Some("list: 403 Forbidden: no".into()));
+        let (status, body) = get_text(router(state.clone()), "/ready").await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            body,
+            "not ready: endpointslices cache\nlist: 403 Forbidden: no\n"
+        );
+        synced.send_replace(true);
+        let (status, body) = get_text(router(state), "/ready").await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(
+            body,
+            "ready\ndegraded: endpointslices cache: list: 403 Forbidden: no\n"
+        );
     }
 
     #[tokio::test]

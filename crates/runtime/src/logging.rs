@@ -41,7 +41,7 @@ pub enum LogError {
 impl LogArgs {
     /// Installs the global subscriber. Call once, early in `main`.
     pub fn init(&self) -> Result<(), LogError> {
-        let filter = EnvFilter::try_new(&self.log_level).map_err(|source| LogError::Filter {
+        let filter = EnvFilter::try_new(self.directives()).map_err(|source| LogError::Filter {
             value: self.log_level.clone(),
             source,
         })?;
@@ -64,5 +64,53 @@ impl LogArgs {
                 .try_init(),
         };
         installed.map_err(|_| LogError::AlreadyInstalled)
+    }
+
+    /// The filter: `--log-level`, then, unless it names them, two of
+    /// kube's modules quieter. Each logs every failed request again (with
+    /// every retry of a watch, several lines a second while the API server
+    /// is unreachable or denies a list), where our watches log a failure
+    /// once, when it starts or changes, and every other caller reports the
+    /// error it gets back:
+    /// - `kube_runtime::watcher` warns with the whole API status on each
+    ///   denied (403) list or watch: at `error`;
+    /// - `kube_client::client::builder` logs each transport failure at
+    ///   `error`: off.
+    fn directives(&self) -> String {
+        let mut directives = self.log_level.clone();
+        if !self.log_level.contains("kube_runtime") {
+            directives.push_str(",kube_runtime::watcher=error");
+        }
+        if !self.log_level.contains("kube_client") {
+            directives.push_str(",kube_client::client::builder=off");
+        }
+        directives
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(level: &str) -> LogArgs {
+        LogArgs {
+            log_level: level.into(),
+            log_format: LogFormat::Plain,
+        }
+    }
+
+    #[test]
+    fn kube_retry_logs_are_quiet_unless_asked_for() {
+        assert_eq!(
+            args("info").directives(),
+            "info,kube_runtime::watcher=error,kube_client::client::builder=off"
+        );
+        assert_eq!(
+            args("kube_runtime=debug,kube_client=debug").directives(),
+            "kube_runtime=debug,kube_client=debug"
+        );
+        for level in ["info", "debug,kube=warn", "warn"] {
+            EnvFilter::try_new(args(level).directives()).expect("a valid filter");
+        }
     }
 }

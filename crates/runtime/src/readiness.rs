@@ -6,8 +6,28 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
-/// A named component and its readiness.
-type Component = (String, watch::Receiver<bool>);
+/// A named component, its readiness and, for a watch cache, why its watch
+/// is failing (`None` while it works).
+struct Component {
+    name: String,
+    ready: watch::Receiver<bool>,
+    failing: Option<watch::Receiver<Option<String>>>,
+}
+
+impl std::fmt::Debug for Component {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Component")
+            .field("name", &self.name)
+            .field("ready", &*self.ready.borrow())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Component {
+    fn failing(&self) -> Option<String> {
+        self.failing.as_ref().and_then(|rx| rx.borrow().clone())
+    }
+}
 
 /// A named condition that does not stop the process from serving, but that
 /// `/ready` reports (e.g. a dependency that is down while a fallback serves).
@@ -61,13 +81,40 @@ impl Readiness {
     /// Registers a component, not ready until its handle says so.
     pub fn register(&self, name: impl Into<String>) -> ReadyHandle {
         let (tx, rx) = watch::channel(false);
-        self.lock().push((name.into(), rx));
+        self.push(name.into(), rx, None);
         ReadyHandle { tx: Arc::new(tx) }
     }
 
     /// Registers a component whose readiness is an existing boolean watch.
     pub fn register_watch(&self, name: impl Into<String>, rx: watch::Receiver<bool>) {
-        self.lock().push((name.into(), rx));
+        self.push(name.into(), rx, None);
+    }
+
+    /// Registers a watch cache: not ready until `synced`. While its watch
+    /// fails, `failing` says why (e.g. `list: 403 Forbidden: …`, `API
+    /// server unreachable: …`), and so does `/ready`: as the reason it is
+    /// not ready before the first sync, as a degraded condition after it
+    /// (the cache still serves what it has).
+    pub fn register_cache(
+        &self,
+        name: impl Into<String>,
+        synced: watch::Receiver<bool>,
+        failing: watch::Receiver<Option<String>>,
+    ) {
+        self.push(name.into(), synced, Some(failing));
+    }
+
+    fn push(
+        &self,
+        name: String,
+        ready: watch::Receiver<bool>,
+        failing: Option<watch::Receiver<Option<String>>>,
+    ) {
+        self.lock().push(Component {
+            name,
+            ready,
+            failing,
+        });
     }
 
     /// Registers a condition that `/ready` reports without failing.
@@ -101,22 +148,61 @@ impl Readiness {
             .collect()
     }
 
-    /// `"<name>: <reason>"` of every degraded condition.
+    /// `"<name>: <reason>"` of every degraded condition, then of every
+    /// synced cache whose watch is failing.
     pub fn degraded(&self) -> Vec<String> {
-        self.notes
+        let mut degraded: Vec<String> = self
+            .notes
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .iter()
             .filter_map(|(name, rx)| rx.borrow().as_ref().map(|why| format!("{name}: {why}")))
-            .collect()
+            .collect();
+        degraded.extend(self.lock().iter().filter_map(|c| {
+            if !*c.ready.borrow() {
+                return None;
+            }
+            c.failing().map(|why| format!("{}: {why}", c.name))
+        }));
+        degraded
     }
 
     /// Names of the components that are not ready, in registration order.
     pub fn not_ready(&self) -> Vec<String> {
         self.lock()
             .iter()
-            .filter(|(_, rx)| !*rx.borrow())
-            .map(|(name, _)| name.clone())
+            .filter(|c| !*c.ready.borrow())
+            .map(|c| c.name.clone())
+            .collect()
+    }
+
+    /// Why the components that are not ready are not: one line per
+    /// distinct reason, `"<names>: <reason>"`, or just the reason when it
+    /// holds for every component that is not ready (the API server is
+    /// unreachable). Components without a known reason (still listing)
+    /// are only named by [`Self::not_ready`].
+    pub fn not_ready_reasons(&self) -> Vec<String> {
+        let components = self.lock();
+        let waiting: Vec<&Component> = components.iter().filter(|c| !*c.ready.borrow()).collect();
+        let mut groups: Vec<(String, Vec<&str>)> = Vec::new();
+        for component in &waiting {
+            let Some(why) = component.failing() else {
+                continue;
+            };
+            match groups.iter_mut().find(|(reason, _)| *reason == why) {
+                Some((_, names)) => names.push(&component.name),
+                None => groups.push((why, vec![&component.name])),
+            }
+        }
+        groups
+            .into_iter()
+            .map(|(why, names)| {
+                if names.len() == waiting.len() {
+                    why
+                } else {
+                    format!("{}: {why}", names.join(", "))
+                }
+            })
             .collect()
     }
 
@@ -216,6 +302,48 @@ mod tests {
         assert!(readiness.is_ready());
         assert_eq!(readiness.degraded(), vec!["policy link: unreachable"]);
         link.set(None);
+        assert!(readiness.degraded().is_empty());
+    }
+
+    #[test]
+    fn failing_caches_say_why_before_and_after_their_sync() {
+        let readiness = Readiness::default();
+        let (pods, pods_rx) = watch::channel(false);
+        let (pods_failing, pods_failing_rx) = watch::channel(None);
+        let (svcs, svcs_rx) = watch::channel(false);
+        let (svcs_failing, svcs_failing_rx) = watch::channel(None);
+        readiness.register_cache("pods cache", pods_rx, pods_failing_rx);
+        readiness.register_cache("services cache", svcs_rx, svcs_failing_rx);
+        assert!(readiness.not_ready_reasons().is_empty(), "still listing");
+
+        let unreachable = "API server unreachable: connection refused".to_string();
+        pods_failing.send_replace(Some(unreachable.clone()));
+        svcs_failing.send_replace(Some(unreachable.clone()));
+        assert_eq!(readiness.not_ready_reasons(), vec![unreachable.clone()]);
+
+        svcs_failing.send_replace(Some("list: 403 Forbidden: no".into()));
+        assert_eq!(
+            readiness.not_ready_reasons(),
+            vec![
+                format!("pods cache: {unreachable}"),
+                "services cache: list: 403 Forbidden: no".to_string()
+            ]
+        );
+
+        pods.send_replace(true);
+        pods_failing.send_replace(None);
+        assert_eq!(
+            readiness.not_ready_reasons(),
+            vec!["list: 403 Forbidden: no"]
+        );
+        svcs.send_replace(true);
+        assert!(readiness.is_ready());
+        assert_eq!(
+            readiness.degraded(),
+            vec!["services cache: list: 403 Forbidden: no"],
+            "a synced cache whose watch fails is degraded, not unready"
+        );
+        svcs_failing.send_replace(None);
         assert!(readiness.degraded().is_empty());
     }
 }

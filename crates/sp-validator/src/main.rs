@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use meridian_runtime::{AdminServer, Readiness, Shutdown};
+use meridian_runtime::{AdminServer, ConnectionMetrics, Readiness, Shutdown};
 use prometheus_client::registry::Registry;
 use sp_validator::{
     ServiceProfileValidator,
@@ -28,7 +28,8 @@ async fn main() -> anyhow::Result<()> {
     let tls_ready = readiness.register("webhook TLS");
     let mut registry = Registry::default();
     let metrics = admission::Metrics::register(registry.sub_registry_with_prefix("sp_validator"));
-    let admin = AdminServer::bind(args.admin_addr, readiness, Arc::new(registry))
+    let peers = ConnectionMetrics::register(&mut registry);
+    let admin = AdminServer::bind(args.admin_addr, readiness, Arc::new(registry), &peers)
         .await
         .with_context(|| format!("binding the admin server on {}", args.admin_addr))?;
     let admin = tokio::spawn(admin.serve(shutdown.clone()));
@@ -45,7 +46,7 @@ async fn main() -> anyhow::Result<()> {
     };
     tokio::spawn(certs.clone().watch(shutdown.clone().requested()));
 
-    let server = admission::HttpsServer::bind(args.addr, &certs).await?;
+    let server = admission::HttpsServer::bind(args.addr, &certs, peers.listener("webhook")).await?;
     tracing::info!(addr = %server.local_addr()?, "serving ServiceProfile admission reviews");
     tls_ready.set(true);
     server

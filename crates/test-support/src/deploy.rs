@@ -64,4 +64,30 @@ impl crate::SharedCluster {
         std::fs::write(&path, text).expect("writing the kubeconfig");
         path
     }
+
+    /// A kubeconfig for this cluster whose server is a loopback address
+    /// where nothing listens yet (an unreachable API server), and that
+    /// address; [`crate::process::forward`] it to [`Self::apiserver_addr`]
+    /// to make the API server appear there.
+    pub fn unreachable_kubeconfig(&self, name: &str) -> (PathBuf, std::net::SocketAddr) {
+        let real = self.apiserver_addr().to_string();
+        let closed = crate::free_addr();
+        let text = std::fs::read_to_string(self.kubeconfig()).expect("reading the kubeconfig");
+        assert!(text.contains(&real), "{real} in the kubeconfig");
+        let path = self
+            .work_dir()
+            .join(format!("kubeconfig-unreachable-{name}"));
+        std::fs::write(&path, text.replace(&real, &closed.to_string()))
+            .expect("writing the kubeconfig");
+        (path, closed)
+    }
+
+    /// The API server's loopback address.
+    pub fn apiserver_addr(&self) -> std::net::SocketAddr {
+        self.config()
+            .cluster_url
+            .authority()
+            .and_then(|a| a.as_str().parse().ok())
+            .expect("the API server URL is a loopback address")
+    }
 }

@@ -19,6 +19,7 @@
 pub mod deploy;
 mod pods;
 pub mod process;
+pub mod raw_h2;
 mod real_node;
 mod shared;
 mod wait;

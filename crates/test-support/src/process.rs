@@ -17,6 +17,24 @@ pub fn free_addr() -> SocketAddr {
         .expect("finding a free port")
 }
 
+/// Forwards every TCP connection made to `listen` to `upstream` (e.g. an
+/// API server appearing on the address a process was told to use), until
+/// the returned task is aborted.
+pub async fn forward(listen: SocketAddr, upstream: SocketAddr) -> tokio::task::JoinHandle<()> {
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .unwrap_or_else(|e| panic!("binding {listen}: {e}"));
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                if let Ok(mut outbound) = tokio::net::TcpStream::connect(upstream).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                }
+            });
+        }
+    })
+}
+
 /// A running binary under test.
 pub struct ServerProcess {
     name: String,
@@ -29,29 +47,64 @@ impl ServerProcess {
     /// Starts `program args…` (logs go to the test's output) and waits up to
     /// 60 s for `http://admin_addr/ready` to answer 200.
     pub async fn start(program: &Path, args: &[String], admin_addr: SocketAddr) -> Self {
+        let mut process = Self::spawn(program, args, admin_addr);
+        process.wait_ready().await;
+        process
+    }
+
+    /// Starts `program args…` without waiting for it to be ready (for tests
+    /// of a process that must not be ready yet).
+    pub fn spawn(program: &Path, args: &[String], admin_addr: SocketAddr) -> Self {
+        Self::spawn_logging(program, args, admin_addr, None)
+    }
+
+    /// [`Self::spawn`], its log lines (stdout and stderr, at `warn` unless
+    /// `MERIDIAN_LOG` says otherwise) written to `log` if given, for tests
+    /// that read them.
+    pub fn spawn_logging(
+        program: &Path,
+        args: &[String],
+        admin_addr: SocketAddr,
+        log: Option<&Path>,
+    ) -> Self {
         let name = program
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let child = Command::new(program)
+        let mut command = Command::new(program);
+        command
             .args(args)
             .env(
                 "MERIDIAN_LOG",
                 std::env::var("MERIDIAN_LOG").unwrap_or_else(|_| "warn".into()),
             )
-            .stdin(Stdio::null())
+            .stdin(Stdio::null());
+        if let Some(log) = log {
+            let file = std::fs::File::create(log)
+                .unwrap_or_else(|e| panic!("creating {}: {e}", log.display()));
+            let err = file.try_clone().expect("cloning the log file");
+            command.stdout(file).stderr(err);
+        }
+        let child = command
             .spawn()
             .unwrap_or_else(|e| panic!("starting {}: {e}", program.display()));
-        let mut process = Self {
+        Self {
             name,
             child: Some(child),
             admin_addr,
-        };
-        process.wait_ready().await;
-        process
+        }
     }
 
-    async fn wait_ready(&mut self) {
+    /// Whether the process is still running (it has not exited).
+    pub fn is_running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|child| matches!(child.try_wait(), Ok(None)))
+    }
+
+    /// Waits up to 60 s for `/ready` to answer 200; panics otherwise or if
+    /// the process exits meanwhile.
+    pub async fn wait_ready(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(60);
         let mut last = String::new();
         while Instant::now() < deadline {

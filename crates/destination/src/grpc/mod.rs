@@ -69,7 +69,9 @@ impl DestinationService {
     /// The service to register with the server.
     pub fn router(self) -> DestinationRouter {
         let service = Arc::new(self);
-        grpc_stream::FramedRouter::new(service.clone(), DestinationServer::from_arc(service))
+        let generated = DestinationServer::from_arc(service.clone())
+            .max_decoding_message_size(grpc_stream::MAX_REQUEST_BYTES);
+        grpc_stream::FramedRouter::new(service, generated)
     }
 
     /// A refused request: counted if it was invalid, then its status.

@@ -7,14 +7,16 @@
 //!   kube-controller-manager);
 //! - `profile`: `Destination.GetProfile`;
 //! - `policy_link`: Server-derived opaque ports from the policy controller;
+//! - `deploy`: started with `deploy/`'s exact arguments and RBAC;
 //! - `explain`: `meridian-cli explain`, one broken axis at a time;
 //! - `introspect`: the admin port's streams, targets and audit;
-//! - `deploy`: started with `deploy/`'s exact arguments and RBAC.
+//! - `overload`: stream limits, bad peers, denied and unreachable API servers.
 
 mod common;
 mod deploy;
 mod explain;
 mod get;
 mod introspect;
+mod overload;
 mod policy_link;
 mod profile;

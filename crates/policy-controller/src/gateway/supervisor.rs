@@ -20,7 +20,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::{
     Api, Client,
     api::{DynamicObject, ListParams},
-    runtime::{WatchStreamExt, watcher},
+    runtime::watcher,
 };
 use tokio::{sync::watch, task::JoinHandle};
 use tracing::Instrument;
@@ -45,8 +45,14 @@ pub struct KindWatch<I> {
 struct Running {
     version: String,
     synced: watch::Receiver<bool>,
+    /// Why the route watch is failing, if it is.
+    failing: watch::Receiver<Option<String>>,
     task: JoinHandle<()>,
 }
+
+/// A followed kind's signals for `/ready`: its first sync, and why it is
+/// not syncing (its CRD watch's failure, else its route watch's).
+pub type KindSignals = (watch::Receiver<bool>, watch::Receiver<Option<String>>);
 
 /// The name of a kind in logs, metrics and `/ready`: its CRD's name.
 pub fn watch_name<K: GatewayRoute>() -> String {
@@ -71,28 +77,30 @@ where
     /// Follows kind `K`'s CRD until the process ends. The returned signal
     /// turns true (and stays true) once the CRD has been listed and, if the
     /// kind is served then, its routes have been listed too.
-    pub fn spawn<K>(self) -> watch::Receiver<bool>
+    pub fn spawn<K>(self) -> KindSignals
     where
         K: GatewayRoute,
         I: Index<K>,
     {
         let (tx, rx) = watch::channel(false);
+        let (failing_tx, failing) = watch::channel(None);
         let name = watch_name::<K>();
         tokio::spawn(
-            self.follow_crd::<K>(tx)
+            self.follow_crd::<K>(tx, failing_tx)
                 .instrument(tracing::info_span!("gateway", kind = %name)),
         );
-        rx
+        (rx, failing)
     }
 
     /// Probes once which readable version of `K` the cluster serves and
     /// watches it from then on (never stops or switches).
-    pub fn spawn_probed<K>(self) -> watch::Receiver<bool>
+    pub fn spawn_probed<K>(self) -> KindSignals
     where
         K: GatewayRoute,
         I: Index<K>,
     {
         let (tx, rx) = watch::channel(false);
+        let (failing_tx, failing) = watch::channel(None);
         let name = watch_name::<K>();
         tokio::spawn(
             async move {
@@ -102,6 +110,14 @@ where
                     return;
                 };
                 let mut running = self.start::<K>(&tracker, &version);
+                let mut route_failing = running.failing.clone();
+                // The route watch's failures, for `/ready`.
+                tokio::spawn(async move {
+                    while route_failing.changed().await.is_ok() {
+                        let why = route_failing.borrow_and_update().clone();
+                        failing_tx.send_replace(why);
+                    }
+                });
                 if running.synced.wait_for(|s| *s).await.is_ok() {
                     tx.send_replace(true);
                 }
@@ -110,7 +126,7 @@ where
             }
             .instrument(tracing::info_span!("gateway", kind = %name)),
         );
-        rx
+        (rx, failing)
     }
 
     async fn probe<K: GatewayRoute>(&self) -> Option<String> {
@@ -132,40 +148,81 @@ where
         None
     }
 
-    async fn follow_crd<K>(self, synced: watch::Sender<bool>)
-    where
+    async fn follow_crd<K>(
+        self,
+        synced: watch::Sender<bool>,
+        failing_tx: watch::Sender<Option<String>>,
+    ) where
         K: GatewayRoute,
         I: Index<K>,
     {
         let api: Api<CustomResourceDefinition> = Api::all(self.client.clone());
         let config = watcher::Config::default().fields(&format!("metadata.name={}", K::crd_name()));
-        let mut crds = std::pin::pin!(watcher(api, config).backoff(k8s_index::WatchBackoff::new()));
+        let mut crds = std::pin::pin!(k8s_index::with_backoff(watcher(api, config)));
         let tracker = KeyTracker::shared(self.target.clone());
         let mut running: Option<Running> = None;
         let mut listing: Option<Option<CustomResourceDefinition>> = None;
         let mut crd: Option<CustomResourceDefinition> = None;
         let mut listed = false;
         let mut warned: BTreeSet<Vec<String>> = BTreeSet::new();
+        // The CRD watch's failure, logged when it starts or changes.
+        let mut failing: Option<String> = None;
         loop {
             let latched = *synced.borrow();
+            // `/ready`'s reason: the CRD watch's failure, else the route watch's.
+            let why = failing
+                .clone()
+                .or_else(|| running.as_ref().and_then(|r| r.failing.borrow().clone()));
+            failing_tx.send_if_modified(|current| {
+                let changed = *current != why;
+                *current = why;
+                changed
+            });
+            // (Not once its sender is gone: `changed` would return at once.)
+            let mut route_failing = running
+                .as_ref()
+                .filter(|r| r.failing.has_changed().is_ok())
+                .map(|r| {
+                    let mut failing = r.failing.clone();
+                    failing.mark_unchanged();
+                    failing
+                });
             tokio::select! {
                 event = crds.next() => match event {
                     None => break,
                     Some(Err(error)) => {
-                        tracing::warn!(%error, "CRD watch failed; retrying with backoff");
+                        let why = k8s_index::describe(&error);
+                        if failing.as_deref() != Some(why.as_str()) {
+                            tracing::warn!(error = %why, "CRD watch failing; retrying with backoff (logged again if the error changes)");
+                            failing = Some(why);
+                        }
                         continue;
                     }
-                    Some(Ok(event)) => match event {
-                        watcher::Event::Init => listing = Some(None),
-                        watcher::Event::InitApply(obj) => listing = Some(Some(obj)),
-                        watcher::Event::InitDone => {
-                            crd = listing.take().flatten();
-                            listed = true;
+                    Some(Ok(event)) => {
+                        // The API answered (`Init` is held until the list does).
+                        failing = None;
+                        match event {
+                            watcher::Event::Init => listing = Some(None),
+                            watcher::Event::InitApply(obj) => listing = Some(Some(obj)),
+                            watcher::Event::InitDone => {
+                                crd = listing.take().flatten();
+                                listed = true;
+                            }
+                            watcher::Event::Apply(obj) => crd = Some(obj),
+                            watcher::Event::Delete(_) => crd = None,
                         }
-                        watcher::Event::Apply(obj) => crd = Some(obj),
-                        watcher::Event::Delete(_) => crd = None,
-                    },
+                    }
                 },
+                // The running route watch's failure changed (shown above).
+                changed = async {
+                    match &mut route_failing {
+                        Some(failing) => failing.changed().await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    let _ = changed;
+                    continue;
+                }
                 // Wakes up once the running route watch has synced.
                 result = async {
                     match &mut running {
@@ -222,6 +279,7 @@ where
         let events = typed_watch::events::<K>(self.client.clone(), version);
         let task = WatchTask::from_stream(&name, events, tracker.clone(), &self.metrics);
         let synced = task.synced.clone();
+        let failing = task.failing.clone();
         let task = tokio::spawn(
             task.future
                 .instrument(tracing::info_span!("watch", kind = %name, %version)),
@@ -230,6 +288,7 @@ where
         Running {
             version: version.to_string(),
             synced,
+            failing,
             task,
         }
     }

@@ -9,7 +9,7 @@ use kube::{
     Api, Client,
     api::{ApiResource, DynamicObject},
     core::{DeserializeGuard, error_boundary::InvalidObject},
-    runtime::{WatchStreamExt, watcher},
+    runtime::watcher,
 };
 
 /// The API resource of kind `K` at `version`.
@@ -31,8 +31,7 @@ pub fn events<K: GatewayRoute>(
 {
     let api: Api<DynamicObject> = Api::all_with(client, &api_resource::<K>(version));
     let config = watcher::Config::default().any_semantic();
-    watcher(api, config)
-        .backoff(k8s_index::WatchBackoff::new())
+    k8s_index::with_backoff(watcher(api, config))
         .map(|event| event.map(|event| map_event(event, typed::<K>)))
 }
 

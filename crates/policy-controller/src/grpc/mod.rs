@@ -204,7 +204,8 @@ impl<D: DiscoverInboundServer> InboundPolicyServer<D> {
         let server = self;
         grpc_stream::FramedRouter::new(
             server.clone(),
-            InboundServerPoliciesServer::from_arc(server),
+            InboundServerPoliciesServer::from_arc(server)
+                .max_decoding_message_size(grpc_stream::MAX_REQUEST_BYTES),
         )
     }
 }
@@ -239,8 +240,11 @@ const STREAM_DRAIN_GRACE: std::time::Duration = std::time::Duration::from_secs(5
 /// workload-ports feed on `listener` (plaintext HTTP/2) until `shutdown`.
 /// Requests wait until `synced` (every watch cache synced once): nothing is
 /// answered from an index that has not seen the cluster yet.
+#[allow(clippy::too_many_arguments)]
 pub async fn serve<D: DiscoverInboundServer, O: crate::core::DiscoverOutboundPolicy>(
     listener: tokio::net::TcpListener,
+    limits: &grpc_stream::server::ServerLimits,
+    peers: meridian_runtime::peers::Listener,
     server: Arc<InboundPolicyServer<D>>,
     outbound: Arc<outbound::OutboundPolicyServer<O>>,
     workload_ports: workload_ports::WorkloadPortsService,
@@ -249,7 +253,8 @@ pub async fn serve<D: DiscoverInboundServer, O: crate::core::DiscoverOutboundPol
 ) -> Result<(), tonic::transport::Error> {
     let addr: Option<SocketAddr> = listener.local_addr().ok();
     tracing::info!(?addr, "policy gRPC server listening");
-    tonic::transport::Server::builder()
+    // Streams per connection, request sizes, keepalive: one place for both servers.
+    grpc_stream::server::builder(limits)
         .layer(grpc_stream::SyncGateLayer::new(
             synced,
             SYNC_WAIT,
@@ -259,8 +264,8 @@ pub async fn serve<D: DiscoverInboundServer, O: crate::core::DiscoverOutboundPol
         .add_service(outbound.router())
         .add_service(workload_ports.svc())
         .serve_with_incoming_shutdown(
-            // TCP_NODELAY: small watch updates must not wait on delayed ACKs.
-            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
+            // TCP_NODELAY; garbage and half-open peers closed and reported.
+            grpc_stream::server::incoming(listener, peers),
             // Open streams end with OK first; GOAWAY only after them.
             grpc_stream::after_streams_end(shutdown.requested(), STREAM_DRAIN_GRACE),
         )

@@ -331,7 +331,9 @@ impl<D: DiscoverOutboundPolicy> OutboundPolicyServer<D> {
     /// The service to register with the server.
     pub fn router(self: Arc<Self>) -> OutboundPolicyRouter<D> {
         let server = self;
-        grpc_stream::FramedRouter::new(server.clone(), OutboundPoliciesServer::from_arc(server))
+        let generated = OutboundPoliciesServer::from_arc(server.clone())
+            .max_decoding_message_size(grpc_stream::MAX_REQUEST_BYTES);
+        grpc_stream::FramedRouter::new(server, generated)
     }
 }
 

@@ -30,7 +30,7 @@ impl WorkloadPortsService {
 
     /// The tonic service.
     pub fn svc(self) -> WorkloadPortsServer<Self> {
-        WorkloadPortsServer::new(self)
+        WorkloadPortsServer::new(self).max_decoding_message_size(grpc_stream::MAX_REQUEST_BYTES)
     }
 }
 

@@ -1,0 +1,215 @@
+//! The transport limits of both gRPC servers (the destination's `:8086` and
+//! the policy controller's `:8090`), in one place: [`builder`] configures
+//! tonic's server, [`incoming`] accepts its connections.
+//!
+//! | limit | value | why |
+//! |---|---|---|
+//! | streams per connection (`SETTINGS_MAX_CONCURRENT_STREAMS`) | [`DEFAULT_MAX_CONCURRENT_STREAMS`], `--grpc-max-concurrent-streams` | see below |
+//! | request message | [`crate::MAX_REQUEST_BYTES`] (64 KiB) | requests are a few hundred bytes; tonic's default is 4 MiB |
+//! | request headers (`SETTINGS_MAX_HEADER_LIST_SIZE`) | [`MAX_HEADER_LIST_SIZE`] (16 KiB) | a proxy sends well under 1 KiB |
+//! | HTTP/2 preface | within [`PREFACE_TIMEOUT`] | else the connection is closed and the peer reported |
+//! | keepalive | a ping after [`KEEPALIVE_INTERVAL`] of silence, answered within [`KEEPALIVE_TIMEOUT`] | dead peers free their streams |
+//! | resets | [`MAX_PENDING_ACCEPT_RESET_STREAMS`], [`MAX_LOCAL_ERROR_RESET_STREAMS`] | the rapid-reset and "made you reset" mitigations |
+//!
+//! **Streams per connection.** A proxy holds one `Get` and one `GetProfile`
+//! stream per Service port it talks to, and one policy `Watch` per target
+//! and one `WatchPort` per inbound port, all on one connection to each
+//! control-plane replica. A sidecar needs a handful; an ingress or gateway
+//! proxy in front of a thousand Services needs a couple of thousand. The
+//! original destination (grpc-go's default) and tonic's default set no
+//! limit at all, so one client could hold unbounded memory with one
+//! connection. 10,000 is five times the largest legitimate use we know of
+//! and bounds a connection to about 16 MiB of stream state (1.3 to
+//! 1.8 KiB per `Get` or `WatchPort` stream across runs of `cargo xtask
+//! bench overload`). A client
+//! that opens more than the advertised limit gets `RST_STREAM` with
+//! `REFUSED_STREAM` for each extra stream (which gRPC clients report as
+//! `Unavailable` and may retry); a client that honours the setting (tonic,
+//! the proxy) waits for a stream to end instead. Its other streams, and
+//! every other connection, keep being served. A client that keeps opening
+//! streams once refused is sent `GOAWAY(ENHANCE_YOUR_CALM)` when the resets
+//! the server sent it reach [`MAX_LOCAL_ERROR_RESET_STREAMS`] (a refused
+//! gRPC call costs two: the refusal, and `STREAM_CLOSED` for the request
+//! body sent after it), which ends the connection and its streams.
+//!
+//! Buffer and window sizes (memory per connection) are not limits and are
+//! tuned separately; add them to [`builder`] too.
+
+use std::{
+    io,
+    net::SocketAddr,
+    pin::Pin,
+    task::{Context, Poll},
+    time::{Duration, Instant},
+};
+
+use futures::Stream;
+use meridian_runtime::peers::{Listener, OpenConnection, PrefaceGuard};
+use tokio::{
+    io::{AsyncRead, AsyncWrite, ReadBuf},
+    net::{TcpListener, TcpStream},
+};
+use tonic::transport::server::{Connected, TcpConnectInfo};
+
+pub use meridian_runtime::peers::PREFACE_TIMEOUT;
+
+/// Default of `--grpc-max-concurrent-streams` (see the module docs).
+pub const DEFAULT_MAX_CONCURRENT_STREAMS: u32 = 10_000;
+
+/// Largest request header block accepted (hyper's default, stated here).
+pub const MAX_HEADER_LIST_SIZE: u32 = 16 * 1024;
+
+/// A keepalive ping after this much silence from the client …
+pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
+
+/// … must be answered within this, or the connection is closed.
+pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Streams reset by the client before the server accepted them, at once
+/// (h2's default; CVE-2023-44487 "rapid reset").
+pub const MAX_PENDING_ACCEPT_RESET_STREAMS: usize = 20;
+
+/// Streams the server may reset because of client errors before it closes
+/// the connection (hyper's default, which tonic turns off unless given;
+/// CVE-2025-8671 "made you reset").
+pub const MAX_LOCAL_ERROR_RESET_STREAMS: usize = 1024;
+
+/// The flags of the gRPC transport limits.
+#[derive(Clone, Debug, clap::Args)]
+pub struct ServerLimits {
+    /// HTTP/2 streams one client connection may hold open
+    /// (SETTINGS_MAX_CONCURRENT_STREAMS). Extra streams are refused with
+    /// RST_STREAM(REFUSED_STREAM); the connection's other streams and other
+    /// clients keep being served. A proxy holds about two streams per
+    /// Service it talks to.
+    #[arg(
+        long = "grpc-max-concurrent-streams",
+        value_name = "N",
+        env = "MERIDIAN_GRPC_MAX_CONCURRENT_STREAMS",
+        default_value_t = DEFAULT_MAX_CONCURRENT_STREAMS,
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub max_concurrent_streams: u32,
+}
+
+impl Default for ServerLimits {
+    fn default() -> Self {
+        Self {
+            max_concurrent_streams: DEFAULT_MAX_CONCURRENT_STREAMS,
+        }
+    }
+}
+
+/// tonic's server builder with the limits of `limits` and of this module.
+/// (Each generated service also caps its request messages at
+/// [`crate::MAX_REQUEST_BYTES`]: `max_decoding_message_size` is per service.)
+pub fn builder(limits: &ServerLimits) -> tonic::transport::Server {
+    tonic::transport::Server::builder()
+        .max_concurrent_streams(limits.max_concurrent_streams)
+        .http2_max_header_list_size(MAX_HEADER_LIST_SIZE)
+        .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
+        .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
+        .http2_max_pending_accept_reset_streams(Some(MAX_PENDING_ACCEPT_RESET_STREAMS))
+        .http2_max_local_error_reset_streams(Some(MAX_LOCAL_ERROR_RESET_STREAMS))
+}
+
+/// The connections of `listener` for `serve_with_incoming_shutdown`:
+/// `TCP_NODELAY` (without it, small updates wait on the client's delayed
+/// ACK, ~40 ms per fan-out), each guarded by a [`PrefaceGuard`] that closes
+/// and reports (to `peers`) a peer sending anything but the HTTP/2 preface
+/// within [`PREFACE_TIMEOUT`]. Accept errors (out of file descriptors) are
+/// retried after 100 ms instead of in a busy loop, and logged once a minute.
+pub fn incoming(
+    listener: TcpListener,
+    peers: Listener,
+) -> impl Stream<Item = Result<Connection, io::Error>> + Send + 'static {
+    let state = (listener, peers, None::<Instant>);
+    futures::stream::unfold(state, |(listener, peers, mut warned)| async move {
+        loop {
+            match listener.accept().await {
+                Ok((tcp, peer)) => {
+                    let _ = tcp.set_nodelay(true);
+                    let open = peers.open();
+                    let guarded =
+                        PrefaceGuard::new(tcp, Some(peer), peers.clone(), PREFACE_TIMEOUT);
+                    return Some((
+                        Ok(Connection {
+                            io: guarded,
+                            _open: open,
+                        }),
+                        (listener, peers, warned),
+                    ));
+                }
+                Err(error) => {
+                    if warned.is_none_or(|at| at.elapsed() >= Duration::from_secs(60)) {
+                        tracing::warn!(%error, "gRPC accept failed; retrying every 100 ms");
+                        warned = Some(Instant::now());
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    })
+}
+
+/// One accepted gRPC connection (counted open until it drops).
+#[derive(Debug)]
+pub struct Connection {
+    io: PrefaceGuard<TcpStream>,
+    _open: OpenConnection,
+}
+
+impl Connection {
+    /// The client's address.
+    pub fn peer(&self) -> Option<SocketAddr> {
+        self.io.get_ref().peer_addr().ok()
+    }
+}
+
+impl Connected for Connection {
+    type ConnectInfo = TcpConnectInfo;
+
+    fn connect_info(&self) -> TcpConnectInfo {
+        self.io.get_ref().connect_info()
+    }
+}
+
+impl AsyncRead for Connection {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Connection {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.get_ref().is_write_vectored()
+    }
+}

@@ -113,8 +113,13 @@ async fn review<V: Validate>(
             tracing::info!(uid = %request.uid, name = ?request.name, namespace = ?request.namespace, %message, "denied");
         }
     }
-    let response = review.respond_with(verdict).to_review_json(review.version);
-    (StatusCode::OK, axum::Json(response)).into_response()
+    let body = review.respond_with(verdict).to_review_body(review.version);
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response()
 }
 
 /// Errors starting the HTTPS server.

@@ -13,7 +13,7 @@ use linkerd2_proxy_api::inbound::{
 };
 use prost::Message;
 use test_support::{
-    ServerProcess, TestEnv, eventually, free_addr,
+    ServerProcess, TestEnv, free_addr,
     raw_h2::{self, Event, RawH2},
 };
 
@@ -119,24 +119,7 @@ async fn an_unreachable_api_server_is_named_in_ready_until_it_answers() {
         "--admission-controller-disabled".to_string(),
     ];
     let mut policy = ServerProcess::spawn(PROGRAM.as_ref(), &args, admin);
-    let body = eventually(
-        "/ready to name the unreachable API server",
-        TIMEOUT,
-        || async {
-            match test_support::process::http_get(admin, "/ready").await {
-                Ok((503, body))
-                    if body
-                        .lines()
-                        .nth(1)
-                        .is_some_and(|l| l.starts_with("API server unreachable: ")) =>
-                {
-                    Ok(body)
-                }
-                other => Err(format!("{other:?}")),
-            }
-        },
-    )
-    .await;
+    let body = test_support::process::wait_api_server_unreachable(admin, TIMEOUT).await;
     assert!(
         body.starts_with("not ready: pods cache, servers cache"),
         "{body}"

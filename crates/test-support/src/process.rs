@@ -169,3 +169,26 @@ impl Drop for ServerProcess {
         self.kill();
     }
 }
+
+/// Waits until the admin server at `admin` answers `/ready` with 503 and a
+/// second line saying the API server is unreachable; returns the body.
+pub async fn wait_api_server_unreachable(admin: SocketAddr, timeout: Duration) -> String {
+    crate::eventually(
+        "/ready to say the API server is unreachable",
+        timeout,
+        || async {
+            match http_get(admin, "/ready").await {
+                Ok((503, body))
+                    if body
+                        .lines()
+                        .nth(1)
+                        .is_some_and(|l| l.starts_with("API server unreachable: ")) =>
+                {
+                    Ok(body)
+                }
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await
+}

@@ -518,24 +518,7 @@ async fn an_unreachable_api_server_is_named_in_ready_until_it_answers() {
         &args(&kubeconfig, addr, admin, &[]),
         admin,
     );
-    let body = eventually(
-        "/ready to say the API server is unreachable",
-        TIMEOUT,
-        || async {
-            match test_support::process::http_get(admin, "/ready").await {
-                Ok((503, body))
-                    if body
-                        .lines()
-                        .nth(1)
-                        .is_some_and(|l| l.starts_with("API server unreachable: ")) =>
-                {
-                    Ok(body)
-                }
-                other => Err(format!("{other:?}")),
-            }
-        },
-    )
-    .await;
+    let body = test_support::process::wait_api_server_unreachable(admin, TIMEOUT).await;
     assert!(
         body.starts_with("not ready: services cache, endpointslices cache, pods cache"),
         "{body}"

@@ -1,6 +1,7 @@
 //! The destination's link to the policy controller: one
 //! `meridian.policy.v1.WorkloadPorts/Watch` stream (whatever the number of
-//! pods) carrying the ports that Server resources make opaque. The
+//! pods and ExternalWorkloads) carrying the ports that Server resources
+//! make opaque. The
 //! destination never evaluates Servers itself.
 //!
 //! While the policy controller is unreachable the destination keeps serving
@@ -17,7 +18,8 @@ use meridian_api::policy::v1::{
 use meridian_runtime::{DegradedHandle, Shutdown};
 use prometheus_client::{metrics::gauge::Gauge, registry::Registry};
 
-pub use crate::core::{OpaquePortsUpdate, PodPorts};
+use crate::core::endpoint::WorkloadRef;
+pub use crate::core::{OpaquePortsUpdate, WorkloadPorts};
 
 /// Link metrics.
 #[derive(Clone, Debug, Default)]
@@ -58,7 +60,7 @@ pub async fn run(
         metrics.connected.set(0);
         apply(OpaquePortsUpdate {
             reset: true,
-            pods: Vec::new(),
+            workloads: Vec::new(),
         });
         let reason = format!(
             "policy controller at {addr} unreachable ({outcome}); serving annotation-derived opaque hints, retrying"
@@ -104,7 +106,7 @@ async fn follow(
         match stream.message().await {
             Ok(Some(update)) => {
                 if update.reset {
-                    tracing::info!(%addr, pods = update.pods.len(), "following the policy controller's opaque ports");
+                    tracing::info!(%addr, pods = update.pods.len(), external_workloads = update.external_workloads.len(), "following the policy controller's opaque ports");
                     metrics.connected.set(1);
                     degraded.set(None);
                     *backoff = Duration::from_millis(100);
@@ -117,25 +119,26 @@ async fn follow(
     }
 }
 
-/// One `WatchUpdate` as the index takes it: a pod entry without a pod
-/// reference is dropped, and so is a port outside `0..=65535` (the proto
-/// field is a `uint32`); the rest is kept as sent.
+/// One `WatchUpdate` as the index takes it: an entry without a pod or
+/// workload reference is dropped, and so is a port outside `0..=65535` (the
+/// proto field is a `uint32`); the rest is kept as sent.
 pub fn decode_update(update: WatchUpdate) -> OpaquePortsUpdate {
-    let pods = update
-        .pods
-        .into_iter()
-        .filter_map(|p| {
-            let pod = p.pod?;
-            let ports = p
-                .ports
-                .into_iter()
-                .filter_map(|port| u16::try_from(port).ok())
-                .collect();
-            Some(((pod.namespace, pod.name), ports))
-        })
-        .collect();
+    let ports = |ports: Vec<u32>| {
+        ports
+            .into_iter()
+            .filter_map(|port| u16::try_from(port).ok())
+            .collect()
+    };
+    let pods = update.pods.into_iter().filter_map(|p| {
+        let pod = p.pod?;
+        Some((WorkloadRef::Pod(pod.namespace, pod.name), ports(p.ports)))
+    });
+    let externals = update.external_workloads.into_iter().filter_map(|w| {
+        let ew = w.external_workload?;
+        Some((WorkloadRef::External(ew.namespace, ew.name), ports(w.ports)))
+    });
     OpaquePortsUpdate {
         reset: update.reset,
-        pods,
+        workloads: pods.chain(externals).collect(),
     }
 }

@@ -231,6 +231,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         resources::replica_sets(client.clone(), index.clone(), &index_metrics),
         resources::jobs(client.clone(), index.clone(), &index_metrics),
         resources::service_profiles(client.clone(), index.clone(), &index_metrics),
+        resources::external_workloads(client.clone(), index.clone(), &index_metrics),
     ];
     let mut caches = Vec::with_capacity(watches.len());
     for watch in watches {

@@ -443,6 +443,7 @@ async fn the_pods_service_account_holds_no_wildcard_rights() {
         ("watch", "endpointslices.discovery.k8s.io", ""),
         ("watch", "pods", ""),
         ("watch", "serviceprofiles.linkerd.io", ""),
+        ("watch", "externalworkloads.workload.linkerd.io", ""),
         ("watch", "servers.policy.linkerd.io", ""),
         ("patch", "httproutes.policy.linkerd.io", "status"),
         ("patch", "httproutes.gateway.networking.k8s.io", "status"),

@@ -8,6 +8,7 @@ use destination::{
         Target,
         authority::{AuthorityError, parse_target, split_host_port},
         context_token::ContextToken,
+        endpoint::WorkloadRef,
     },
     grpc::request::{ProfileTarget, get_request, profile_request},
     policy_link::decode_update,
@@ -180,22 +181,30 @@ pub fn policy_link(data: &[u8]) {
     let Ok(update) = WatchUpdate::decode(data) else {
         return;
     };
-    let expected: Vec<_> = update
-        .pods
-        .iter()
-        .filter_map(|p| {
-            let pod = p.pod.as_ref()?;
-            let ports: std::collections::BTreeSet<u16> = p
-                .ports
-                .iter()
-                .filter(|&&port| port <= u32::from(u16::MAX))
-                .map(|&port| port as u16)
-                .collect();
-            Some(((pod.namespace.clone(), pod.name.clone()), ports))
-        })
-        .collect();
+    let ports = |ports: &[u32]| -> std::collections::BTreeSet<u16> {
+        ports
+            .iter()
+            .filter(|&&port| port <= u32::from(u16::MAX))
+            .map(|&port| port as u16)
+            .collect()
+    };
+    let pods = update.pods.iter().filter_map(|p| {
+        let pod = p.pod.as_ref()?;
+        Some((
+            WorkloadRef::Pod(pod.namespace.clone(), pod.name.clone()),
+            ports(&p.ports),
+        ))
+    });
+    let externals = update.external_workloads.iter().filter_map(|w| {
+        let ew = w.external_workload.as_ref()?;
+        Some((
+            WorkloadRef::External(ew.namespace.clone(), ew.name.clone()),
+            ports(&w.ports),
+        ))
+    });
+    let expected: Vec<_> = pods.chain(externals).collect();
     let reset = update.reset;
     let decoded = decode_update(update);
     assert_eq!(decoded.reset, reset);
-    assert_eq!(decoded.pods, expected);
+    assert_eq!(decoded.workloads, expected);
 }

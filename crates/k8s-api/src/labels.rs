@@ -94,6 +94,9 @@ pub const REMOTE_GATEWAY_IDENTITY: &str = "mirror.linkerd.io/remote-gateway-iden
 
 /// Name of the injected proxy container.
 pub const PROXY_CONTAINER: &str = "linkerd-proxy";
+/// Name of an ExternalWorkload's port that its proxy accepts inbound
+/// (opaque transport) connections on.
+pub const PROXY_PORT_NAME: &str = "linkerd-proxy";
 /// Proxy env var with the inbound listen address.
 pub const ENV_PROXY_INBOUND_LISTEN_ADDR: &str = "LINKERD2_PROXY_INBOUND_LISTEN_ADDR";
 /// Proxy env var with the admin listen address.

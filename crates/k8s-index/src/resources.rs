@@ -8,6 +8,7 @@ use k8s_api::{
         MeshTLSAuthentication, NetworkAuthentication, Server, ServerAuthorization,
     },
     service_profile::ServiceProfile,
+    workload::ExternalWorkload,
 };
 use k8s_openapi::api::{
     apps::v1::ReplicaSet,
@@ -153,6 +154,8 @@ crd_watch! {
     http_routes => HTTPRoute, "httproutes";
     /// HTTPLocalRateLimitPolicies (policy.linkerd.io).
     http_local_ratelimit_policies => HTTPLocalRateLimitPolicy, "httplocalratelimitpolicies";
+    /// ExternalWorkloads (workload.linkerd.io).
+    external_workloads => ExternalWorkload, "externalworkloads";
     /// EgressNetworks (policy.linkerd.io).
     egress_networks => EgressNetwork, "egressnetworks";
     /// HTTPRoutes (gateway.networking.k8s.io).

@@ -44,6 +44,18 @@ pub enum AddressId {
         /// Family of the slice the address came from.
         family: AddressFamily,
     },
+    /// An ExternalWorkload-backed address: one per workload and family
+    /// (the original keys them by workload only, so a dual-stack workload
+    /// kept one address at random; Meridian keeps both and lets the family
+    /// selection choose, as for pods).
+    ExternalWorkload {
+        /// Namespace of the slice (and so of the workload).
+        namespace: String,
+        /// Workload name.
+        name: String,
+        /// Family of the slice the address came from.
+        family: AddressFamily,
+    },
     /// An address without a targetRef: `<svc>-<ip>-<port>[-<hostname>]`.
     Service {
         /// Slice namespace.
@@ -51,6 +63,30 @@ pub enum AddressId {
         /// Synthesised name.
         name: String,
     },
+}
+
+/// Which kind of workload an address belongs to, with its namespace and name.
+pub type WorkloadKey<'a> = (bool, &'a str, &'a str);
+
+impl AddressId {
+    /// The workload of a pod or ExternalWorkload address (`(is external,
+    /// namespace, name)`, borrowed) and the address's family: what the
+    /// family selection pairs a workload's IPv4 and IPv6 addresses by.
+    pub fn workload_family(&self) -> Option<(WorkloadKey<'_>, AddressFamily)> {
+        match self {
+            Self::Pod {
+                namespace,
+                name,
+                family,
+            } => Some(((false, namespace, name), *family)),
+            Self::ExternalWorkload {
+                namespace,
+                name,
+                family,
+            } => Some(((true, namespace, name), *family)),
+            Self::Service { .. } => None,
+        }
+    }
 }
 
 /// The target port of a requested Service port.
@@ -174,6 +210,53 @@ impl PodInfo {
     }
 }
 
+/// The default inbound port of an ExternalWorkload's proxy, when it names
+/// no `linkerd-proxy` port.
+pub const DEFAULT_EXTERNAL_PROXY_INBOUND_PORT: u16 = 4143;
+
+/// Everything about an ExternalWorkload that feeds its `WeightedAddr`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExternalWorkloadInfo {
+    /// Workload name (the `external_workload` label).
+    pub name: String,
+    /// Workload namespace.
+    pub namespace: String,
+    /// The sole owner, as written in the reference (`None` with zero or
+    /// several owners: then no owner label at all, unlike pods).
+    pub owner: Option<OwnerRef>,
+    /// `meshTLS.identity`, sent as a URI-like (SPIFFE) identity.
+    pub identity: String,
+    /// `meshTLS.serverName`, the name the workload terminates TLS as.
+    pub server_name: String,
+    /// The port its proxy accepts opaque transport on: the `linkerd-proxy`
+    /// entry of `spec.ports`, else 4143.
+    pub proxy_inbound_port: u16,
+    /// `config.linkerd.io/opaque-ports` if annotated (names resolved
+    /// against `spec.ports`); `None` means the default opaque ports apply.
+    pub opaque_ports: Option<PortRanges>,
+}
+
+impl ExternalWorkloadInfo {
+    /// Whether `port` is opaque by the workload's annotation, or by the
+    /// default opaque ports when it has none.
+    pub fn is_opaque(&self, port: u16, cfg: &TranslatorConfig) -> bool {
+        self.opaque_ports
+            .as_ref()
+            .unwrap_or(&cfg.default_opaque_ports)
+            .contains(port)
+    }
+}
+
+/// A workload an EndpointSlice entry refers to: what a pod or workload
+/// event must recompute.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum WorkloadRef {
+    /// A pod `(namespace, name)`.
+    Pod(String, String),
+    /// An ExternalWorkload `(namespace, name)`.
+    External(String, String),
+}
+
 /// Facts about an address with no targetRef (a multicluster gateway).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GatewayInfo {
@@ -188,6 +271,8 @@ pub struct GatewayInfo {
 pub enum Workload {
     /// A pod from the pod cache (shared by its IPv4 and IPv6 endpoints).
     Pod(Arc<PodInfo>),
+    /// An ExternalWorkload (shared by its IPv4 and IPv6 endpoints).
+    External(Arc<ExternalWorkloadInfo>),
     /// No targetRef.
     Gateway(GatewayInfo),
 }
@@ -221,7 +306,7 @@ impl Endpoint {
     pub fn pod(&self) -> Option<&PodInfo> {
         match &self.workload {
             Workload::Pod(pod) => Some(pod),
-            Workload::Gateway(_) => None,
+            Workload::External(_) | Workload::Gateway(_) => None,
         }
     }
 }

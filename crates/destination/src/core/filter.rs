@@ -98,28 +98,17 @@ fn by_zone_hints<'m>(
     }
 }
 
-/// IPv6 off → drop IPv6 addresses; IPv6 on → drop a pod's IPv4 address when the
-/// same pod also has an IPv6 one.
+/// IPv6 off → drop IPv6 addresses; IPv6 on → drop a pod's (or
+/// ExternalWorkload's) IPv4 address when it also has an IPv6 one.
 fn select_family(selected: Vec<(&AddressId, &Arc<Endpoint>)>, enable_ipv6: bool) -> EndpointMap {
-    let v6_pods: HashSet<(&str, &str)> = selected
+    let v6_workloads: HashSet<_> = selected
         .iter()
-        .filter_map(|(id, _)| match id {
-            AddressId::Pod {
-                namespace,
-                name,
-                family: AddressFamily::V6,
-            } => Some((namespace.as_str(), name.as_str())),
+        .filter_map(|(id, _)| match id.workload_family()? {
+            (workload, AddressFamily::V6) => Some(workload),
             _ => None,
         })
         .collect();
-    let has_v6_twin = |id: &AddressId| match id {
-        AddressId::Pod {
-            namespace,
-            name,
-            family: AddressFamily::V4,
-        } => v6_pods.contains(&(namespace.as_str(), name.as_str())),
-        _ => false,
-    };
+    let has_v6_twin = |id: &AddressId| matches!(id.workload_family(), Some((workload, AddressFamily::V4)) if v6_workloads.contains(&workload));
     selected
         .iter()
         .filter(|(id, ep)| {

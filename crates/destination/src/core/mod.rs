@@ -23,18 +23,18 @@ pub struct ServiceTarget {
     pub fqn: String,
 }
 
-/// Opaque ports of one pod, as ((namespace, name), ports).
-pub type PodPorts = ((String, String), std::collections::BTreeSet<u16>);
+/// Opaque ports of one pod or ExternalWorkload.
+pub type WorkloadPorts = (endpoint::WorkloadRef, std::collections::BTreeSet<u16>);
 
 /// An update of the ports that Server resources make opaque, as the policy
 /// link emits it: a snapshot (`reset`, replacing everything known) or the
-/// pods that changed (an empty set clears a pod).
+/// pods and workloads that changed (an empty set clears one).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct OpaquePortsUpdate {
-    /// Whether `pods` replaces everything known.
+    /// Whether `workloads` replaces everything known.
     pub reset: bool,
-    /// The pods and their Server-opaque ports.
-    pub pods: Vec<PodPorts>,
+    /// The pods and ExternalWorkloads and their Server-opaque ports.
+    pub workloads: Vec<WorkloadPorts>,
 }
 
 /// The mesh identity of a workload's proxy: its ServiceAccount in its

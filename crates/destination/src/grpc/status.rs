@@ -51,9 +51,10 @@ impl RequestError {
                 | ProfileLookupError::InstanceWithoutPod { .. }
                 | ProfileLookupError::ExternalName(_)),
             ) => Status::invalid_argument(error.to_string()),
-            Self::Profile(error @ ProfileLookupError::Ambiguous(_)) => {
-                Status::failed_precondition(error.to_string())
-            }
+            Self::Profile(
+                error @ (ProfileLookupError::Ambiguous(_)
+                | ProfileLookupError::AmbiguousExternalWorkload { .. }),
+            ) => Status::failed_precondition(error.to_string()),
         }
     }
 }

@@ -12,7 +12,7 @@ use std::{
     sync::Arc,
 };
 
-use k8s_api::service_profile::ServiceProfile;
+use k8s_api::{service_profile::ServiceProfile, workload::ExternalWorkload};
 use k8s_openapi::api::{core::v1::Pod, core::v1::Service, discovery::v1::EndpointSlice};
 
 use crate::{
@@ -20,10 +20,11 @@ use crate::{
     core::{
         OpaquePortsUpdate, ServiceId,
         authority::parse_service_name,
-        endpoint::{OwnerRef, ParentKind},
+        endpoint::{OwnerRef, ParentKind, WorkloadRef},
     },
     k8s::{
-        endpoints::{slice_pods, slice_service_name},
+        endpoints::{slice_service_name, slice_workloads},
+        external_workloads::{workload_addrs, workload_ips},
         lookups::ClusterLookups,
         pods::{exposes_host_port, pod_ips, serves_pod_ip},
         services::cluster_ips,
@@ -72,10 +73,13 @@ pub struct ClusterState {
     slice_service: HashMap<ObjectName, ServiceId>,
     /// Pods by (namespace, name), as the slices' targetRefs name them.
     pods: HashMap<ObjectName, Arc<Pod>>,
-    /// The Services whose slices reference a pod, with reference counts (a
-    /// pod can appear in several slices of one Service, one per family), so
-    /// that a pod event recomputes only those Services.
-    pod_services: HashMap<ObjectName, HashMap<ServiceId, u32>>,
+    /// ExternalWorkloads by (namespace, name), as the slices' targetRefs
+    /// name them.
+    external_workloads: HashMap<ObjectName, Arc<ExternalWorkload>>,
+    /// The Services whose slices reference a pod or workload, with
+    /// reference counts (one can appear in several slices of one Service,
+    /// one per family), so that its event recomputes only those Services.
+    workload_services: HashMap<WorkloadRef, HashMap<ServiceId, u32>>,
     /// Zone of each node that has one (`topology.kubernetes.io/zone`); the
     /// only node fact read, so nodes are stored as this map.
     node_zones: HashMap<String, String>,
@@ -88,12 +92,15 @@ pub struct ClusterState {
     /// Pods by pod and host IP (a set: a host IP is shared by every pod of
     /// the node), for `GetProfile` by address.
     pods_by_ip: HashMap<IpAddr, HashSet<ObjectName>>,
+    /// ExternalWorkloads by each `ip:port` they declare (a set: an address
+    /// claimed twice is reported as ambiguous), for `GetProfile` by address.
+    external_workloads_by_addr: HashMap<SocketAddr, HashSet<ObjectName>>,
     /// Services by ClusterIP (a set: an IP claimed twice is reported as
     /// ambiguous rather than silently picking one).
     cluster_ips: HashMap<IpAddr, HashSet<ServiceId>>,
-    /// Ports that Server resources make opaque, by pod (from the policy
-    /// controller); only non-empty sets are stored.
-    server_opaque: HashMap<ObjectName, BTreeSet<u16>>,
+    /// Ports that Server resources make opaque, by pod or workload (from
+    /// the policy controller); only non-empty sets are stored.
+    server_opaque: HashMap<WorkloadRef, BTreeSet<u16>>,
 }
 
 impl ClusterState {
@@ -105,11 +112,13 @@ impl ClusterState {
             slices: HashMap::new(),
             slice_service: HashMap::new(),
             pods: HashMap::new(),
-            pod_services: HashMap::new(),
+            external_workloads: HashMap::new(),
+            workload_services: HashMap::new(),
             node_zones: HashMap::new(),
             owners: HashMap::new(),
             service_profiles: HashMap::new(),
             pods_by_ip: HashMap::new(),
+            external_workloads_by_addr: HashMap::new(),
             cluster_ips: HashMap::new(),
             server_opaque: HashMap::new(),
         }
@@ -157,10 +166,26 @@ impl ClusterState {
             .cloned()
     }
 
-    /// Whether a Server makes `port` of this pod opaque.
-    pub fn server_opaque(&self, pod: &Pod, port: u16) -> bool {
-        crate::k8s::pods::pod_key(pod)
-            .and_then(|key| self.server_opaque.get(&key))
+    /// An ExternalWorkload, if stored.
+    pub fn external_workload(&self, namespace: &str, name: &str) -> Option<&Arc<ExternalWorkload>> {
+        self.external_workloads
+            .get(&(namespace.to_string(), name.to_string()))
+    }
+
+    /// The ExternalWorkloads declaring `addr` (an IP with a port of theirs).
+    pub fn external_workloads_at(&self, addr: SocketAddr) -> Vec<Arc<ExternalWorkload>> {
+        self.external_workloads_by_addr
+            .get(&addr)
+            .into_iter()
+            .flatten()
+            .filter_map(|(ns, name)| self.external_workload(ns, name).cloned())
+            .collect()
+    }
+
+    /// Whether a Server makes `port` of this pod or workload opaque.
+    pub fn server_opaque(&self, workload: &WorkloadRef, port: u16) -> bool {
+        self.server_opaque
+            .get(workload)
             .is_some_and(|ports| ports.contains(&port))
     }
 
@@ -238,7 +263,7 @@ impl ClusterState {
             name: svc.to_string(),
         });
         if let Some(service) = service {
-            self.track_slice_pods(&service, &slice, true);
+            self.track_slice_workloads(&service, &slice, true);
             self.slice_service
                 .insert((ns, name.clone()), service.clone());
             self.slices
@@ -265,7 +290,7 @@ impl ClusterState {
         }
         let profile_ips = self.store_pod(key.clone(), pod);
         Touched {
-            services: self.services_of_pod(&key),
+            services: self.services_of(&WorkloadRef::Pod(key.0, key.1)),
             profile_ips,
             ..Touched::default()
         }
@@ -284,6 +309,44 @@ impl ClusterState {
         }
         for (key, pod) in pods {
             profile_ips.extend(self.store_pod(key, Some(pod)));
+        }
+        Touched {
+            all_services: true,
+            profile_ips,
+            ..Touched::default()
+        }
+    }
+
+    /// Stores (`Some`) or forgets (`None`) an ExternalWorkload.
+    pub fn apply_external_workload(
+        &mut self,
+        key: ObjectName,
+        workload: Option<ExternalWorkload>,
+    ) -> Touched {
+        if workload.is_none() && !self.external_workloads.contains_key(&key) {
+            return Touched::default();
+        }
+        let profile_ips = self.store_external_workload(key.clone(), workload);
+        Touched {
+            services: self.services_of(&WorkloadRef::External(key.0, key.1)),
+            profile_ips,
+            ..Touched::default()
+        }
+    }
+
+    /// Applies a relist of the ExternalWorkloads, then every publisher is
+    /// recomputed once.
+    pub fn reset_external_workloads(
+        &mut self,
+        workloads: Vec<(ObjectName, ExternalWorkload)>,
+        removed: Vec<ObjectName>,
+    ) -> Touched {
+        let mut profile_ips = HashSet::new();
+        for key in removed {
+            profile_ips.extend(self.store_external_workload(key, None));
+        }
+        for (key, workload) in workloads {
+            profile_ips.extend(self.store_external_workload(key, Some(workload)));
         }
         Touched {
             all_services: true,
@@ -358,13 +421,13 @@ impl ClusterState {
     }
 
     /// Applies the policy controller's opaque ports: a snapshot (`reset`,
-    /// replacing everything known) or changed pods. Every endpoint of an
-    /// affected pod is re-sent.
+    /// replacing everything known) or changed pods and workloads. Every
+    /// endpoint of an affected pod or workload is re-sent.
     pub fn apply_server_opaque(&mut self, update: OpaquePortsUpdate) -> Touched {
-        let mut affected: HashSet<ObjectName> = HashSet::new();
+        let mut affected: HashSet<WorkloadRef> = HashSet::new();
         if update.reset {
-            let mut next: HashMap<ObjectName, BTreeSet<u16>> = HashMap::new();
-            for (key, ports) in update.pods {
+            let mut next: HashMap<WorkloadRef, BTreeSet<u16>> = HashMap::new();
+            for (key, ports) in update.workloads {
                 if !ports.is_empty() {
                     next.insert(key, ports);
                 }
@@ -381,7 +444,7 @@ impl ClusterState {
             }
             self.server_opaque = next;
         } else {
-            for (key, ports) in update.pods {
+            for (key, ports) in update.workloads {
                 let changed = if ports.is_empty() {
                     self.server_opaque.remove(&key).is_some()
                 } else {
@@ -394,9 +457,18 @@ impl ClusterState {
         }
         let mut touched = Touched::default();
         for key in affected {
-            touched.services.extend(self.services_of_pod(&key));
-            if let Some(pod) = self.pods.get(&key) {
-                touched.profile_ips.extend(pod_ips(pod));
+            touched.services.extend(self.services_of(&key));
+            match &key {
+                WorkloadRef::Pod(ns, name) => {
+                    if let Some(pod) = self.pod(ns, name) {
+                        touched.profile_ips.extend(pod_ips(pod));
+                    }
+                }
+                WorkloadRef::External(ns, name) => {
+                    if let Some(ew) = self.external_workload(ns, name) {
+                        touched.profile_ips.extend(workload_ips(ew));
+                    }
+                }
             }
         }
         touched
@@ -404,8 +476,8 @@ impl ClusterState {
 
     // ---- reverse indexes ----
 
-    fn services_of_pod(&self, key: &ObjectName) -> HashSet<ServiceId> {
-        self.pod_services
+    fn services_of(&self, key: &WorkloadRef) -> HashSet<ServiceId> {
+        self.workload_services
             .get(key)
             .map(|s| s.keys().cloned().collect())
             .unwrap_or_default()
@@ -437,6 +509,42 @@ impl ClusterState {
         ips
     }
 
+    /// Stores a workload; returns the IPs whose endpoint profiles may
+    /// change (every IP of the old and new versions: an IP matching no
+    /// declared port still has a bare endpoint profile).
+    fn store_external_workload(
+        &mut self,
+        key: ObjectName,
+        workload: Option<ExternalWorkload>,
+    ) -> HashSet<IpAddr> {
+        let old = self.external_workloads.remove(&key);
+        let mut ips: HashSet<IpAddr> = old
+            .as_deref()
+            .map(workload_ips)
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
+        for addr in old.as_deref().map(workload_addrs).unwrap_or_default() {
+            if let Some(keys) = self.external_workloads_by_addr.get_mut(&addr) {
+                keys.remove(&key);
+                if keys.is_empty() {
+                    self.external_workloads_by_addr.remove(&addr);
+                }
+            }
+        }
+        if let Some(workload) = workload {
+            ips.extend(workload_ips(&workload));
+            for addr in workload_addrs(&workload) {
+                self.external_workloads_by_addr
+                    .entry(addr)
+                    .or_default()
+                    .insert(key.clone());
+            }
+            self.external_workloads.insert(key, Arc::new(workload));
+        }
+        ips
+    }
+
     fn index_cluster_ips(&mut self, id: &ServiceId, svc: Option<&Service>, add: bool) {
         let ips = svc.map(cluster_ips).unwrap_or_default();
         for ip in ips {
@@ -451,9 +559,9 @@ impl ClusterState {
         }
     }
 
-    fn track_slice_pods(&mut self, service: &ServiceId, slice: &EndpointSlice, add: bool) {
-        for pod in slice_pods(slice) {
-            let entry = self.pod_services.entry(pod.clone()).or_default();
+    fn track_slice_workloads(&mut self, service: &ServiceId, slice: &EndpointSlice, add: bool) {
+        for workload in slice_workloads(slice) {
+            let entry = self.workload_services.entry(workload.clone()).or_default();
             let count = entry.entry(service.clone()).or_insert(0);
             if add {
                 *count += 1;
@@ -463,7 +571,7 @@ impl ClusterState {
                     entry.remove(service);
                 }
                 if entry.is_empty() {
-                    self.pod_services.remove(&pod);
+                    self.workload_services.remove(&workload);
                 }
             }
         }
@@ -482,7 +590,7 @@ impl ClusterState {
             self.slices.remove(&service);
         }
         if let Some(slice) = removed {
-            self.track_slice_pods(&service, &slice, false);
+            self.track_slice_workloads(&service, &slice, false);
         }
         Some(service)
     }
@@ -497,8 +605,12 @@ impl ClusterLookups for ClusterState {
         self.owner_of(kind, namespace, name)
     }
 
-    fn server_opaque(&self, pod: &Pod, port: u16) -> bool {
-        ClusterState::server_opaque(self, pod, port)
+    fn external_workload(&self, namespace: &str, name: &str) -> Option<Arc<ExternalWorkload>> {
+        ClusterState::external_workload(self, namespace, name).cloned()
+    }
+
+    fn server_opaque(&self, workload: &WorkloadRef, port: u16) -> bool {
+        ClusterState::server_opaque(self, workload, port)
     }
 
     fn node_zone(&self, node: &str) -> Option<&str> {

@@ -5,8 +5,8 @@
 //! Watch events are applied synchronously (`k8s_index::Index`): the event
 //! is stored, the store says what it [`Touched`], and both kinds of
 //! publishers recompute only that: a Service or slice event its Service; a
-//! Pod event the Services whose slices reference the pod and the profiles
-//! of its IPs; a Node or owner change every (or every namespace's)
+//! Pod or ExternalWorkload event the Services whose slices reference it
+//! and the profiles of its IPs; a Node or owner change every (or every namespace's)
 //! publisher. Nothing is computed for targets without subscribers.
 
 pub mod audit;
@@ -16,7 +16,7 @@ pub mod profiles;
 
 use std::{net::SocketAddr, sync::Arc};
 
-use k8s_api::service_profile::ServiceProfile;
+use k8s_api::{service_profile::ServiceProfile, workload::ExternalWorkload};
 use k8s_index::{Index, ObjectKey};
 use k8s_openapi::api::{
     apps::v1::ReplicaSet, batch::v1::Job, core::v1::Node, core::v1::Pod, core::v1::Service,
@@ -249,6 +249,35 @@ impl Index<Pod> for EndpointsIndex {
             .filter_map(|pod| Some((pod_key(&pod)?, pod)))
             .collect();
         let touched = self.cluster.reset_pods(pods, removed);
+        self.refresh(touched);
+    }
+}
+
+impl Index<ExternalWorkload> for EndpointsIndex {
+    fn apply(&mut self, workload: ExternalWorkload) {
+        let Some(key) = namespaced_name(&workload) else {
+            return;
+        };
+        let touched = self.cluster.apply_external_workload(key, Some(workload));
+        self.refresh(touched);
+    }
+
+    fn delete(&mut self, key: ObjectKey) {
+        let key = (key.namespace.unwrap_or_default(), key.name);
+        let touched = self.cluster.apply_external_workload(key, None);
+        self.refresh(touched);
+    }
+
+    fn reset(&mut self, workloads: Vec<ExternalWorkload>, removed: Vec<ObjectKey>) {
+        let removed = removed
+            .into_iter()
+            .map(|key| (key.namespace.unwrap_or_default(), key.name))
+            .collect();
+        let workloads = workloads
+            .into_iter()
+            .filter_map(|ew| Some((namespaced_name(&ew)?, ew)))
+            .collect();
+        let touched = self.cluster.reset_external_workloads(workloads, removed);
         self.refresh(touched);
     }
 }

@@ -16,10 +16,11 @@ use super::cluster::{ClusterState, Touched};
 use crate::{
     core::{
         ServiceId, ServiceTarget,
-        endpoint::{AddressFamily, AddressId, Endpoint, PodInfo, Workload},
+        endpoint::{AddressFamily, AddressId, Endpoint, PodInfo, Workload, WorkloadRef},
     },
     k8s::{
         endpoints::instance_target,
+        external_workloads::external_workload_info,
         pods::{is_running, pod_ip},
         profiles::profile_rules,
         services::{declares_port, is_external_name, service_opaque_ports},
@@ -36,7 +37,8 @@ pub enum ProfileKey {
         target: ServiceTarget,
         client_ns: Option<String>,
     },
-    /// A single address (pod IP, host port, unknown IP).
+    /// A single address (pod IP, host port, ExternalWorkload address,
+    /// unknown IP).
     Endpoint(SocketAddr),
 }
 
@@ -67,6 +69,8 @@ pub enum ProfileLookupError {
     },
     #[error("{0} matches several services or pods")]
     Ambiguous(IpAddr),
+    #[error("found {count} externalworkloads with a conflicting ip {addr}")]
+    AmbiguousExternalWorkload { addr: SocketAddr, count: usize },
 }
 
 /// The `GetProfile` publishers: one per resolved key. They read the
@@ -217,8 +221,15 @@ pub fn resolve_addr(
         }
         _ => return Err(ProfileLookupError::Ambiguous(addr.ip())),
     }
-    if cluster.pods_at(addr.ip()).len() > 1 {
+    let pods = cluster.pods_at(addr.ip());
+    if pods.len() > 1 {
         return Err(ProfileLookupError::Ambiguous(addr.ip()));
+    }
+    if pods.is_empty() && cluster.pod_by_host_port(addr).is_none() {
+        let count = cluster.external_workloads_at(addr).len();
+        if count > 1 {
+            return Err(ProfileLookupError::AmbiguousExternalWorkload { addr, count });
+        }
     }
     Ok(Resolution::Key(ProfileKey::Endpoint(addr)))
 }
@@ -288,7 +299,8 @@ fn compute_profile(cluster: &ClusterState, key: &ProfileKey) -> Option<Profile> 
 
 /// The endpoint profile of an address: the Running pod with that IP
 /// (with its `WeightedAddr` and a `namespace` label), a pod exposing that
-/// host port, or the bare address.
+/// host port, the one ExternalWorkload declaring that address, or the bare
+/// address.
 fn endpoint_profile_at(cluster: &ClusterState, addr: SocketAddr) -> Profile {
     let cfg = cluster.config();
     let by_pod_ip = cluster.pods_at(addr.ip());
@@ -296,11 +308,16 @@ fn endpoint_profile_at(cluster: &ClusterState, addr: SocketAddr) -> Profile {
         [pod] => Some(pod.clone()),
         _ => cluster.pod_by_host_port(addr),
     };
-    let Some(pod) = pod.filter(|p| is_running(p)) else {
-        return proto_profile::bare_endpoint(addr, false);
+    let Some(pod) = pod else {
+        return external_profile_at(cluster, addr);
     };
+    if !is_running(&pod) {
+        return proto_profile::bare_endpoint(addr, false);
+    }
     let info = Arc::new(PodInfo::from_pod(&pod, cluster));
-    let opaque = info.is_opaque(addr.port(), cfg) || cluster.server_opaque(&pod, addr.port());
+    let workload = WorkloadRef::Pod(info.namespace.clone(), info.name.clone());
+    let opaque_by_server = cluster.server_opaque(&workload, addr.port());
+    let opaque = info.is_opaque(addr.port(), cfg) || opaque_by_server;
     let endpoint = Endpoint {
         id: AddressId::Pod {
             namespace: info.namespace.clone(),
@@ -311,8 +328,36 @@ fn endpoint_profile_at(cluster: &ClusterState, addr: SocketAddr) -> Profile {
         hostname: None,
         zone: None,
         for_zones: None,
-        opaque_by_server: cluster.server_opaque(&pod, addr.port()),
+        opaque_by_server,
         workload: Workload::Pod(info.clone()),
     };
     proto_profile::pod_endpoint(&endpoint, &info.namespace, cfg, opaque)
+}
+
+/// The endpoint profile of the ExternalWorkload declaring `addr`, or of the
+/// bare address when none (or several) do.
+fn external_profile_at(cluster: &ClusterState, addr: SocketAddr) -> Profile {
+    let cfg = cluster.config();
+    let workloads = cluster.external_workloads_at(addr);
+    let [ew] = workloads.as_slice() else {
+        return proto_profile::bare_endpoint(addr, false);
+    };
+    let info = Arc::new(external_workload_info(ew));
+    let workload = WorkloadRef::External(info.namespace.clone(), info.name.clone());
+    let opaque_by_server = cluster.server_opaque(&workload, addr.port());
+    let opaque = info.is_opaque(addr.port(), cfg) || opaque_by_server;
+    let endpoint = Endpoint {
+        id: AddressId::ExternalWorkload {
+            namespace: info.namespace.clone(),
+            name: info.name.clone(),
+            family: AddressFamily::of(addr.ip()),
+        },
+        addr,
+        hostname: None,
+        zone: None,
+        for_zones: None,
+        opaque_by_server,
+        workload: Workload::External(info.clone()),
+    };
+    proto_profile::external_endpoint(&endpoint, &info, cfg, opaque)
 }

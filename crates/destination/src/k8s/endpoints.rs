@@ -9,11 +9,18 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::{EndpointPort, EndpointSlice};
 
+use super::external_workloads::external_workload_info;
 use super::lookups::ClusterLookups;
 use crate::core::authority::ServiceId;
 use crate::core::endpoint::{
     AddressFamily, AddressId, Endpoint, EndpointMap, GatewayInfo, PodInfo, TargetPort, Workload,
+    WorkloadRef,
 };
+
+/// `targetRef.kind` of a pod-backed endpoint.
+const POD_KIND: &str = "Pod";
+/// `targetRef.kind` of an ExternalWorkload-backed endpoint.
+const EXTERNAL_WORKLOAD_KIND: &str = "ExternalWorkload";
 
 /// Resolves the requested port through the Service's ports (first one with that port number).
 pub fn target_port(service: Option<&Service>, requested_port: u16) -> TargetPort {
@@ -127,7 +134,7 @@ pub fn endpoints_from_slice(
                     });
                 }
             }
-            Some(r) if r.kind.as_deref() == Some("Pod") => {
+            Some(r) if r.kind.as_deref() == Some(POD_KIND) => {
                 let pod_ns = r
                     .namespace
                     .as_deref()
@@ -143,7 +150,8 @@ pub fn endpoints_from_slice(
                     continue;
                 };
                 let info = Arc::new(PodInfo::from_pod(&pod, lookups));
-                let opaque_by_server = lookups.server_opaque(&pod, port);
+                let opaque_by_server =
+                    lookups.server_opaque(&WorkloadRef::Pod(pod_ns.into(), pod_name.into()), port);
                 for ip in ips {
                     out.push(Endpoint {
                         id: AddressId::Pod {
@@ -157,6 +165,37 @@ pub fn endpoints_from_slice(
                         for_zones: for_zones.clone(),
                         opaque_by_server,
                         workload: Workload::Pod(Arc::clone(&info)),
+                    });
+                }
+            }
+            Some(r) if r.kind.as_deref() == Some(EXTERNAL_WORKLOAD_KIND) => {
+                // The workload is looked up in the slice's namespace, as the
+                // original does (a slice only selects its own namespace).
+                let name = r.name.as_deref().unwrap_or_default();
+                let Some(ew) = lookups.external_workload(slice_ns, name) else {
+                    tracing::debug!(
+                        namespace = slice_ns,
+                        external_workload = name,
+                        "skipping endpoint: external workload not in cache"
+                    );
+                    continue;
+                };
+                let info = Arc::new(external_workload_info(&ew));
+                let opaque_by_server = lookups
+                    .server_opaque(&WorkloadRef::External(slice_ns.into(), name.into()), port);
+                for ip in ips {
+                    out.push(Endpoint {
+                        id: AddressId::ExternalWorkload {
+                            namespace: slice_ns.to_string(),
+                            name: name.to_string(),
+                            family: AddressFamily::of(ip),
+                        },
+                        addr: SocketAddr::new(ip, port),
+                        hostname: hostname.clone(),
+                        zone: ep.zone.clone(),
+                        for_zones: for_zones.clone(),
+                        opaque_by_server,
+                        workload: Workload::External(Arc::clone(&info)),
                     });
                 }
             }
@@ -181,21 +220,39 @@ pub fn translate_endpoints<'s>(
     let mut set = EndpointMap::new();
     // Dual-stack pods appear in one slice per family: share their facts.
     let mut pods: HashMap<(String, String), Arc<PodInfo>> = HashMap::new();
+    let mut externals: HashMap<(String, String), Arc<_>> = HashMap::new();
     for slice in slices {
         for mut ep in endpoints_from_slice(service, slice, &target, requested_port, lookups) {
-            if let Workload::Pod(info) = &mut ep.workload {
-                let key = (info.namespace.clone(), info.name.clone());
-                match pods.get(&key) {
-                    Some(shared) if shared == info => *info = Arc::clone(shared),
-                    _ => {
-                        pods.insert(key, Arc::clone(info));
-                    }
+            match &mut ep.workload {
+                Workload::Pod(info) => {
+                    let key = (info.namespace.clone(), info.name.clone());
+                    share(&mut pods, key, info);
                 }
+                Workload::External(info) => {
+                    let key = (info.namespace.clone(), info.name.clone());
+                    share(&mut externals, key, info);
+                }
+                Workload::Gateway(_) => {}
             }
             set.insert(ep.id.clone(), Arc::new(ep));
         }
     }
     set
+}
+
+/// Makes `info` the one already seen under `key` when they are equal, so
+/// the two families of one workload share their facts.
+fn share<T: PartialEq>(
+    seen: &mut HashMap<(String, String), Arc<T>>,
+    key: (String, String),
+    info: &mut Arc<T>,
+) {
+    match seen.get(&key) {
+        Some(shared) if shared == info => *info = Arc::clone(shared),
+        _ => {
+            seen.insert(key, Arc::clone(info));
+        }
+    }
 }
 
 /// `WeightedAddrSet.metric_labels`: `service`, `namespace` and, for mirrored
@@ -244,22 +301,29 @@ pub fn slice_service_name(slice: &EndpointSlice) -> Option<&str> {
         .map(String::as_str)
 }
 
-/// (namespace, pod) of every pod targetRef of a slice.
-pub fn slice_pods(slice: &EndpointSlice) -> HashSet<(String, String)> {
+/// Every pod and ExternalWorkload the targetRefs of a slice name (in the
+/// namespaces [`endpoints_from_slice`] looks them up in).
+pub fn slice_workloads(slice: &EndpointSlice) -> HashSet<WorkloadRef> {
     let slice_ns = slice.metadata.namespace.as_deref().unwrap_or_default();
     slice
         .endpoints
         .iter()
         .flatten()
         .filter_map(|ep| ep.target_ref.as_ref())
-        .filter(|r| r.kind.as_deref() == Some("Pod"))
         .filter_map(|r| {
-            let ns = r
-                .namespace
-                .as_deref()
-                .filter(|ns| !ns.is_empty())
-                .unwrap_or(slice_ns);
-            Some((ns.to_string(), r.name.clone()?))
+            let name = r.name.clone()?;
+            match r.kind.as_deref()? {
+                POD_KIND => {
+                    let ns = r
+                        .namespace
+                        .as_deref()
+                        .filter(|ns| !ns.is_empty())
+                        .unwrap_or(slice_ns);
+                    Some(WorkloadRef::Pod(ns.to_string(), name))
+                }
+                EXTERNAL_WORKLOAD_KIND => Some(WorkloadRef::External(slice_ns.to_string(), name)),
+                _ => None,
+            }
         })
         .collect()
 }
@@ -279,7 +343,7 @@ pub fn instance_target<'s>(
         endpoint
             .target_ref
             .as_ref()
-            .filter(|r| r.kind.as_deref() == Some("Pod"))
+            .filter(|r| r.kind.as_deref() == Some(POD_KIND))
             .and_then(|r| {
                 let ns = r.namespace.as_deref().unwrap_or(service_ns);
                 Some((ns.to_string(), r.name.clone()?))

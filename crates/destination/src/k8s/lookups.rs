@@ -1,14 +1,15 @@
 //! [`ClusterLookups`]: what the translators in this module need from the
 //! caller's stored objects while they turn one object into core values (the
-//! pod an endpoint names, a ReplicaSet's owner, a node's zone, a Server's
+//! pod or ExternalWorkload an endpoint names, a ReplicaSet's owner, a node's zone, a Server's
 //! opacity). The index's `ClusterState` implements it; the tests implement
 //! it over a fixed list.
 
 use std::sync::Arc;
 
+use k8s_api::workload::ExternalWorkload;
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::core::endpoint::{OwnerRef, ParentKind};
+use crate::core::endpoint::{OwnerRef, ParentKind, WorkloadRef};
 
 /// Read access to the objects a translation may need besides the one it
 /// translates.
@@ -20,9 +21,12 @@ pub trait ClusterLookups {
     /// `None` if the parent is unknown or has not exactly one owner.
     fn owner(&self, kind: ParentKind, namespace: &str, name: &str) -> Option<OwnerRef>;
 
-    /// Whether a policy `Server` makes `port` of this pod opaque (false when
-    /// nothing is known from the policy controller).
-    fn server_opaque(&self, pod: &Pod, port: u16) -> bool;
+    /// The ExternalWorkload `namespace/name`, if stored.
+    fn external_workload(&self, namespace: &str, name: &str) -> Option<Arc<ExternalWorkload>>;
+
+    /// Whether a policy `Server` makes `port` of this pod or workload
+    /// opaque (false when nothing is known from the policy controller).
+    fn server_opaque(&self, workload: &WorkloadRef, port: u16) -> bool;
 
     /// The zone of a node, by name.
     fn node_zone(&self, node: &str) -> Option<&str>;

@@ -1,10 +1,12 @@
 //! Kubernetes objects → core values, as pure functions: the only place that
 //! reads Kubernetes fields. [`endpoints`] turns slices into endpoints,
-//! [`pods`] reads pod facts and owners, [`services`] reads Service ports,
+//! [`pods`] reads pod facts and owners, [`external_workloads`] the facts
+//! of ExternalWorkloads, [`services`] reads Service ports,
 //! [`profiles`] reads ServiceProfiles;
 //! [`lookups`] is what they may ask of the caller's stored objects.
 
 pub mod endpoints;
+pub mod external_workloads;
 pub mod lookups;
 pub mod pods;
 pub mod profiles;
@@ -23,7 +25,8 @@ pub(crate) mod fixtures {
     use super::lookups::ClusterLookups;
     use crate::core::authority::ServiceId;
     use crate::core::endpoint::EndpointMap;
-    use crate::core::endpoint::{OwnerRef, ParentKind};
+    use crate::core::endpoint::{OwnerRef, ParentKind, WorkloadRef};
+    use k8s_api::workload::ExternalWorkload;
     use k8s_openapi::api::core::v1::{Pod, Service};
     use k8s_openapi::api::discovery::v1::EndpointSlice;
     use serde_json::{Value, json};
@@ -117,6 +120,43 @@ pub(crate) mod fixtures {
         }))
     }
 
+    /// The ExternalWorkload `ns/<name>` at 192.0.2.10 and 2001:db8::10 with
+    /// ports `http` 8080 and 9090 and a SPIFFE identity; `extra` is merged
+    /// over it (objects key by key, anything else replaced).
+    pub(crate) fn external_workload(name: &str, extra: Value) -> ExternalWorkload {
+        fn merge(base: &mut Value, extra: Value) {
+            match (base, extra) {
+                (Value::Object(b), Value::Object(e)) => {
+                    for (k, v) in e {
+                        merge(b.entry(k).or_insert(Value::Null), v);
+                    }
+                }
+                (b, e) => *b = e,
+            }
+        }
+        let mut obj = json!({
+            "apiVersion": "workload.linkerd.io/v1beta1", "kind": "ExternalWorkload",
+            "metadata": {"name": name, "namespace": "ns"},
+            "spec": {
+                "meshTLS": {"identity": format!("spiffe://root.linkerd.cluster.local/{name}"), "serverName": format!("{name}.ns.cluster.local")},
+                "ports": [{"name": "http", "port": 8080}, {"port": 9090}],
+                "workloadIPs": [{"ip": "192.0.2.10"}, {"ip": "2001:db8::10"}]
+            }
+        });
+        merge(&mut obj, extra);
+        from_json(obj)
+    }
+
+    /// An ExternalWorkload endpoint JSON value.
+    pub(crate) fn external_ep(ip: &str, name: &str, zone: &str) -> Value {
+        json!({
+            "addresses": [ip],
+            "conditions": {"ready": true},
+            "zone": zone,
+            "targetRef": {"kind": "ExternalWorkload", "name": name, "namespace": "ns"},
+        })
+    }
+
     /// A pod endpoint JSON value.
     pub(crate) fn pod_ep(ip: &str, pod: &str, zone: &str) -> Value {
         json!({
@@ -127,10 +167,11 @@ pub(crate) mod fixtures {
         })
     }
 
-    /// Lookup answering from a fixed list of pods, with owner chains
+    /// Lookup answering from a fixed list of pods and ExternalWorkloads, with owner chains
     /// `ReplicaSet web-abc → Deployment web` and `Job batch-1 → CronJob batch`.
     pub(crate) struct Cache {
         pub(crate) pods: Vec<Arc<Pod>>,
+        pub(crate) external_workloads: Vec<Arc<ExternalWorkload>>,
         pub(crate) opaque_by_server: Option<u16>,
     }
 
@@ -138,6 +179,7 @@ pub(crate) mod fixtures {
         pub(crate) fn new(pods: impl IntoIterator<Item = Pod>) -> Self {
             Self {
                 pods: pods.into_iter().map(Arc::new).collect(),
+                external_workloads: Vec::new(),
                 opaque_by_server: None,
             }
         }
@@ -180,7 +222,17 @@ pub(crate) mod fixtures {
             }
         }
 
-        fn server_opaque(&self, _: &Pod, port: u16) -> bool {
+        fn external_workload(&self, ns: &str, name: &str) -> Option<Arc<ExternalWorkload>> {
+            self.external_workloads
+                .iter()
+                .find(|w| {
+                    w.metadata.namespace.as_deref() == Some(ns)
+                        && w.metadata.name.as_deref() == Some(name)
+                })
+                .cloned()
+        }
+
+        fn server_opaque(&self, _: &WorkloadRef, port: u16) -> bool {
             Some(port) == self.opaque_by_server
         }
 

@@ -16,11 +16,11 @@ use linkerd2_proxy_api::{
 };
 
 use super::frames::Frames;
-use super::weighted_addr::{bare_addr, weighted_addr};
+use super::weighted_addr::{OwnerCase, bare_addr, fill_external, weighted_addr};
 use crate::config::TranslatorConfig;
 use crate::core::{
     ServiceTarget,
-    endpoint::Endpoint,
+    endpoint::{Endpoint, ExternalWorkloadInfo},
     profile::{self as rules, ProfileRules},
 };
 
@@ -148,6 +148,22 @@ pub fn pod_endpoint(
             Profile(endpoint_profile(bare_addr(endpoint.addr), opaque))
         }
     }
+}
+
+/// The endpoint profile of an ExternalWorkload address: its `WeightedAddr`
+/// as the original's profile path builds it (owner kind as written, no
+/// `zone_locality`) plus the `namespace` label.
+pub fn external_endpoint(
+    endpoint: &Endpoint,
+    ew: &ExternalWorkloadInfo,
+    cfg: &TranslatorConfig,
+    opaque: bool,
+) -> Profile {
+    let mut wa = bare_addr(endpoint.addr);
+    fill_external(&mut wa, endpoint, ew, OwnerCase::AsWritten, cfg);
+    wa.metric_labels
+        .insert("namespace".to_string(), ew.namespace.clone());
+    Profile(endpoint_profile(wa, opaque))
 }
 
 /// The endpoint profile of an address nothing is known about.

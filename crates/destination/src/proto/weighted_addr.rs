@@ -10,7 +10,7 @@ use linkerd2_proxy_api::destination::{
 use linkerd2_proxy_api::net::TcpAddress;
 
 use crate::config::{Http2Params, JsonDuration, TranslatorConfig};
-use crate::core::endpoint::{Endpoint, PodInfo, ProxyPortError, Workload};
+use crate::core::endpoint::{Endpoint, ExternalWorkloadInfo, PodInfo, ProxyPortError, Workload};
 
 /// Weight of every endpoint (×10 with zone weights in the client's zone).
 pub const DEFAULT_WEIGHT: u32 = 10_000;
@@ -45,6 +45,7 @@ pub fn weighted_addr(
     };
     match &ep.workload {
         Workload::Pod(pod) => fill_pod(&mut wa, ep, pod, cfg)?,
+        Workload::External(ew) => fill_external(&mut wa, ep, ew, OwnerCase::Lower, cfg),
         Workload::Gateway(gw) => {
             wa.authority_override = gw.authority_override.as_ref().map(|a| AuthorityOverride {
                 authority_override: a.clone(),
@@ -154,6 +155,71 @@ fn fill_pod(
         });
     }
     Ok(())
+}
+
+/// How an ExternalWorkload's owner kind is spelled as a label key: the
+/// original lowercases it on `Get` but not on `GetProfile` endpoints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OwnerCase {
+    /// `Get`: `deployment: name`.
+    Lower,
+    /// `GetProfile`: `Deployment: name`, as written in the reference.
+    AsWritten,
+}
+
+/// An ExternalWorkload's fields: always meshed (HTTP/2 parameters, an H2
+/// hint unless opaque), its SPIFFE identity and server name, and its
+/// proxy's inbound port for opaque transport.
+pub fn fill_external(
+    wa: &mut WeightedAddr,
+    ep: &Endpoint,
+    ew: &ExternalWorkloadInfo,
+    owner_case: OwnerCase,
+    cfg: &TranslatorConfig,
+) {
+    let port = ep.addr.port();
+    let labels = &mut wa.metric_labels;
+    labels.insert("external_workload".into(), ew.name.clone());
+    if let Some(owner) = ew
+        .owner
+        .as_ref()
+        .filter(|o| !o.kind.is_empty() && !o.name.is_empty())
+    {
+        let key = match owner_case {
+            OwnerCase::Lower => owner.kind.to_ascii_lowercase(),
+            OwnerCase::AsWritten => owner.kind.clone(),
+        };
+        labels.insert(key, owner.name.clone());
+    }
+    labels.insert("zone".into(), ep.zone.clone().unwrap_or_default());
+
+    wa.http2 = cfg
+        .meshed_http2_client_params
+        .as_ref()
+        .map(http2_client_params);
+    let opaque = ew.is_opaque(port, cfg) || ep.opaque_by_server;
+    let mut hint = ProtocolHint::default();
+    if cfg.force_opaque_transport() || opaque {
+        hint.opaque_transport = Some(protocol_hint::OpaqueTransport {
+            inbound_port: u32::from(ew.proxy_inbound_port),
+        });
+    }
+    hint.protocol = Some(if opaque {
+        protocol_hint::Protocol::Opaque(protocol_hint::Opaque {})
+    } else {
+        protocol_hint::Protocol::H2(protocol_hint::H2 {})
+    });
+    wa.protocol_hint = Some(hint);
+    wa.tls_identity = Some(TlsIdentity {
+        strategy: Some(tls_identity::Strategy::UriLikeIdentity(
+            tls_identity::UriLikeIdentity {
+                uri: ew.identity.clone(),
+            },
+        )),
+        server_name: Some(tls_identity::DnsLikeIdentity {
+            name: ew.server_name.clone(),
+        }),
+    });
 }
 
 /// The `WeightedAddr` of an address nothing is known about.

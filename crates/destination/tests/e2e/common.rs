@@ -1,8 +1,9 @@
 //! Helpers shared by the destination's end-to-end tests.
 
 use std::{
-    collections::BTreeSet,
-    net::{Ipv4Addr, SocketAddr},
+    collections::{BTreeMap, BTreeSet},
+    net::{IpAddr, Ipv4Addr, SocketAddr},
+    time::Duration,
 };
 
 use k8s_openapi::{
@@ -10,9 +11,14 @@ use k8s_openapi::{
     apimachinery::pkg::util::intstr::IntOrString,
 };
 use kube::api::PostParams;
-use linkerd2_proxy_api::destination::destination_client::DestinationClient;
+use linkerd2_proxy_api::destination::{
+    GetDestination, Update, WeightedAddr, destination_client::DestinationClient, update,
+};
 use test_support::{ServerProcess, TestEnv, free_addr};
-use tonic::transport::Channel;
+use tonic::{Streaming, transport::Channel};
+
+/// How long a stream may take to show a change.
+pub const TIMEOUT: Duration = Duration::from_secs(30);
 
 pub struct Destination {
     pub process: ServerProcess,
@@ -101,4 +107,106 @@ pub async fn ready_pod(env: &TestEnv, app: &str, name: &str) -> Ipv4Addr {
         .port(Some("http"), 8080)
         .meshed("linkerd");
     env.create_ready_pod(&spec).await.1
+}
+
+/// A Get stream and the endpoint set it describes so far.
+pub struct EndpointStream {
+    pub stream: Streaming<Update>,
+    pub current: BTreeMap<SocketAddr, WeightedAddr>,
+    pub labels: std::collections::HashMap<String, String>,
+    /// `Some(exists)` after a NoEndpoints until the next Add.
+    pub no_endpoints: Option<bool>,
+    pub messages: usize,
+}
+
+impl EndpointStream {
+    pub async fn open(
+        client: &mut DestinationClient<Channel>,
+        path: &str,
+        token: &str,
+    ) -> Result<Self, tonic::Status> {
+        let request = GetDestination {
+            scheme: "k8s".into(),
+            path: path.into(),
+            context_token: token.into(),
+        };
+        let stream = client.get(request).await?.into_inner();
+        Ok(Self {
+            stream,
+            current: BTreeMap::new(),
+            labels: Default::default(),
+            no_endpoints: None,
+            messages: 0,
+        })
+    }
+
+    /// Reads and applies one message.
+    pub async fn next(&mut self) -> Update {
+        let update = tokio::time::timeout(TIMEOUT, self.stream.message())
+            .await
+            .expect("a message within the timeout")
+            .expect("stream healthy")
+            .expect("stream open");
+        self.apply(&update);
+        update
+    }
+
+    pub fn apply(&mut self, update: &Update) {
+        self.messages += 1;
+        match &update.update {
+            Some(update::Update::Add(set)) => {
+                self.no_endpoints = None;
+                self.labels = set.metric_labels.clone();
+                for addr in &set.addrs {
+                    self.current.insert(socket_addr(addr), addr.clone());
+                }
+            }
+            Some(update::Update::Remove(set)) => {
+                for addr in &set.addrs {
+                    self.current.remove(&tcp_addr(addr));
+                }
+            }
+            Some(update::Update::NoEndpoints(none)) => {
+                self.current.clear();
+                self.no_endpoints = Some(none.exists);
+            }
+            None => panic!("empty update"),
+        }
+    }
+
+    pub fn addrs(&self) -> BTreeSet<SocketAddr> {
+        self.current.keys().copied().collect()
+    }
+
+    /// Reads messages until `done` holds.
+    pub async fn wait_for(&mut self, what: &str, done: impl Fn(&Self) -> bool) {
+        let deadline = tokio::time::Instant::now() + TIMEOUT;
+        while !done(self) {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            match tokio::time::timeout(left, self.stream.message()).await {
+                Ok(Ok(Some(update))) => self.apply(&update),
+                other => panic!(
+                    "waiting for {what}: {other:?}; current {:?}, no_endpoints {:?}",
+                    self.addrs(),
+                    self.no_endpoints
+                ),
+            }
+        }
+    }
+
+    pub async fn wait_addrs(&mut self, what: &str, want: &BTreeSet<SocketAddr>) {
+        self.wait_for(what, |s| {
+            s.addrs() == *want && s.no_endpoints.is_none() != want.is_empty()
+        })
+        .await;
+    }
+}
+
+pub fn socket_addr(addr: &WeightedAddr) -> SocketAddr {
+    tcp_addr(addr.addr.as_ref().expect("addr"))
+}
+
+pub fn tcp_addr(addr: &linkerd2_proxy_api::net::TcpAddress) -> SocketAddr {
+    let ip: IpAddr = addr.ip.expect("ip").try_into().expect("valid ip");
+    SocketAddr::new(ip, u16::try_from(addr.port).expect("port"))
 }

@@ -7,6 +7,7 @@
 //!   kube-controller-manager);
 //! - `profile`: `Destination.GetProfile`;
 //! - `policy_link`: Server-derived opaque ports from the policy controller;
+//! - `external_workloads`: ExternalWorkload endpoints and profiles;
 //! - `deploy`: started with `deploy/`'s exact arguments and RBAC;
 //! - `explain`: `meridian-cli explain`, one broken axis at a time;
 //! - `introspect`: the admin port's streams, targets and audit;
@@ -15,6 +16,7 @@
 mod common;
 mod deploy;
 mod explain;
+mod external_workloads;
 mod get;
 mod introspect;
 mod overload;

@@ -424,15 +424,23 @@ async fn a_denied_list_is_named_in_ready_until_it_is_granted() {
     // Everything the destination reads but EndpointSlices.
     let base = format!("{}-partial", env.ns);
     let slices = format!("{}-slices", env.ns);
-    let (apps, batch, linkerd) = (
+    let (apps, batch, linkerd, workloads) = (
         format!("{base}-apps"),
         format!("{base}-batch"),
         format!("{base}-sp"),
+        format!("{base}-ew"),
     );
     grant(&env, &base, account, "", &["pods", "services", "nodes"]);
     grant(&env, &apps, account, "apps", &["replicasets"]);
     grant(&env, &batch, account, "batch", &["jobs"]);
     grant(&env, &linkerd, account, "linkerd.io", &["serviceprofiles"]);
+    grant(
+        &env,
+        &workloads,
+        account,
+        "workload.linkerd.io",
+        &["externalworkloads"],
+    );
     let kubeconfig = cluster.service_account_kubeconfig(&env.ns, account);
 
     let (addr, admin) = (free_addr(), free_addr());
@@ -498,7 +506,7 @@ async fn a_denied_list_is_named_in_ready_until_it_is_granted() {
     let (status, body) = dst.admin_get("/ready").await;
     assert_eq!(status, 200);
     assert!(!body.contains("endpointslices"), "{body}");
-    for name in [&base, &apps, &batch, &linkerd, &slices] {
+    for name in [&base, &apps, &batch, &linkerd, &workloads, &slices] {
         delete(&env, "clusterrolebinding", name);
         delete(&env, "clusterrole", name);
     }

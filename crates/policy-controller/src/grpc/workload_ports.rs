@@ -51,6 +51,7 @@ fn snapshot(index: &RwLock<Index>) -> (api::WatchUpdate, broadcast::Receiver<Arc
     let update = api::WatchUpdate {
         reset: true,
         pods: pods.iter().map(to_api).collect(),
+        external_workloads: Vec::new(),
     };
     (update, rx)
 }
@@ -81,7 +82,11 @@ impl WorkloadPorts for WorkloadPortsService {
                     while let Ok(more) = rx.try_recv() {
                         pods.push(to_api(&more));
                     }
-                    api::WatchUpdate { reset: false, pods }
+                    api::WatchUpdate {
+                        reset: false,
+                        pods,
+                        external_workloads: Vec::new(),
+                    }
                 }
                 Err(RecvError::Lagged(skipped)) => {
                     tracing::warn!(skipped, "opaque-ports follower lagged; sending a snapshot");

@@ -7,6 +7,7 @@
 
 use k8s_api::labels;
 mod audit;
+mod external_workloads;
 pub(crate) mod get;
 mod opacity;
 mod owners;

@@ -5,10 +5,13 @@
 use std::collections::BTreeSet;
 
 use super::*;
-use crate::core::OpaquePortsUpdate;
+use crate::core::{OpaquePortsUpdate, endpoint::WorkloadRef};
 
-fn ports(pod: &str, ports: &[u16]) -> ((String, String), BTreeSet<u16>) {
-    ((NS.into(), pod.into()), ports.iter().copied().collect())
+fn ports(pod: &str, ports: &[u16]) -> (WorkloadRef, BTreeSet<u16>) {
+    (
+        WorkloadRef::Pod(NS.into(), pod.into()),
+        ports.iter().copied().collect(),
+    )
 }
 
 fn view_with(opaque: &[bool]) -> View {
@@ -43,7 +46,7 @@ fn server_opaque_ports_follow_the_policy_link() {
     // A snapshot: web-0's 8080 is opaque, web-1's 9090 (not served) too.
     idx.apply_server_opaque(OpaquePortsUpdate {
         reset: true,
-        pods: vec![ports("web-0", &[8080]), ports("web-1", &[9090])],
+        workloads: vec![ports("web-0", &[8080]), ports("web-1", &[9090])],
     });
     assert_eq!(changed(&mut rx), Some(view_with(&[true, false])));
     assert_eq!(changed(&mut api), None, "api has none of these pods");
@@ -51,26 +54,26 @@ fn server_opaque_ports_follow_the_policy_link() {
     // The same snapshot again publishes nothing.
     idx.apply_server_opaque(OpaquePortsUpdate {
         reset: true,
-        pods: vec![ports("web-0", &[8080]), ports("web-1", &[9090])],
+        workloads: vec![ports("web-0", &[8080]), ports("web-1", &[9090])],
     });
     assert_eq!(changed(&mut rx), None);
 
     // An incremental update names only what changed.
     idx.apply_server_opaque(OpaquePortsUpdate {
         reset: false,
-        pods: vec![ports("web-1", &[8080])],
+        workloads: vec![ports("web-1", &[8080])],
     });
     assert_eq!(changed(&mut rx), Some(view_with(&[true, true])));
     idx.apply_server_opaque(OpaquePortsUpdate {
         reset: false,
-        pods: vec![ports("web-0", &[])],
+        workloads: vec![ports("web-0", &[])],
     });
     assert_eq!(changed(&mut rx), Some(view_with(&[false, true])));
 
     // The link dropping (an empty snapshot) clears everything.
     idx.apply_server_opaque(OpaquePortsUpdate {
         reset: true,
-        pods: vec![],
+        workloads: vec![],
     });
     assert_eq!(changed(&mut rx), Some(view_with(&[false, false])));
 }
@@ -84,14 +87,14 @@ fn server_opacity_reaches_endpoint_profiles() {
     assert!(!rx.borrow_and_update().profile.opaque_protocol);
     idx.apply_server_opaque(OpaquePortsUpdate {
         reset: true,
-        pods: vec![ports("web-0", &[8080])],
+        workloads: vec![ports("web-0", &[8080])],
     });
     assert!(rx.has_changed().expect("open"));
     assert!(rx.borrow_and_update().profile.opaque_protocol);
     // Another port of the pod is not opaque: nothing to publish for 8080.
     idx.apply_server_opaque(OpaquePortsUpdate {
         reset: false,
-        pods: vec![ports("web-0", &[8080, 9090])],
+        workloads: vec![ports("web-0", &[8080, 9090])],
     });
     assert!(!rx.has_changed().expect("open"));
 }

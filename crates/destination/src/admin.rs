@@ -169,6 +169,8 @@ fn streams_behind(
                     (state.version, Some(state.published_ms))
                 }
                 Followed::Profile(key) => (index.profile_state(key)?.version, None),
+                // Linked clusters' groups are not in the local index.
+                Followed::RemoteGroup { .. } | Followed::Federated { .. } => return None,
                 Followed::EmptyProfile => return None,
             };
             let progress = entry.progress.view();
@@ -401,6 +403,7 @@ async fn streams(State(state): State<Introspection>, Query(q): Query<StreamsQuer
                     index.group_state(service, *port, key).map(|s| s.version)
                 }
                 Followed::Profile(key) => index.profile_state(key).map(|s| s.version),
+                Followed::RemoteGroup { .. } | Followed::Federated { .. } => None,
                 Followed::EmptyProfile => Some(0),
             };
             StreamView {
@@ -434,6 +437,19 @@ fn follows(followed: &Followed) -> String {
     match followed {
         Followed::Group { service, port, key } => {
             format!("Service {}:{port}{}", service_name(service), group(key))
+        }
+        Followed::RemoteGroup {
+            cluster,
+            service,
+            port,
+            key,
+        } => format!(
+            "Service {}:{port} in cluster {cluster}{}",
+            service_name(service),
+            group(key)
+        ),
+        Followed::Federated { service, port } => {
+            format!("federated Service {}:{port}", service_name(service))
         }
         Followed::Profile(key) => format!("profile {}", profile_key(key)),
         Followed::EmptyProfile => "empty profile".to_string(),

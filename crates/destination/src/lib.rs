@@ -34,6 +34,8 @@
 //! - [`core`]: values and pure rules (no Kubernetes, gRPC or proxy-API types);
 //! - [`k8s`]: Kubernetes objects → core values (the only reader of Kubernetes fields);
 //! - [`index`]: `ClusterState` plus the `Get` and `GetProfile` publishers;
+//! - [`multicluster`]: one index per linked cluster, following the
+//!   clusters' kubeconfig Secrets;
 //! - [`proto`]: core values → proxy-API messages and encoded frames;
 //! - [`grpc`]: the thin gRPC layer (requests in, shared frames out);
 //! - [`policy_link`]: the link to the policy controller (Server-derived
@@ -50,6 +52,7 @@ pub mod grpc;
 pub mod index;
 pub mod k8s;
 pub mod metrics;
+pub mod multicluster;
 pub mod policy_link;
 pub mod proto;
 pub mod runtime;

@@ -19,6 +19,7 @@ use crate::{
     grpc::{DestinationService, streams::StreamRegistry},
     index::EndpointsIndex,
     metrics::{DestinationMetrics, IndexCollector},
+    multicluster::{ClusterStore, ClusterStoreMetrics},
 };
 
 /// Flags of `destination`. Names and defaults follow the original controller;
@@ -217,6 +218,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let index_metrics = IndexMetrics::register(&mut registry);
     let metrics = DestinationMetrics::register(&mut registry);
     let link_metrics = crate::policy_link::LinkMetrics::register(&mut registry);
+    let cluster_store_metrics = ClusterStoreMetrics::register(&mut registry);
     let audit_metrics = AuditMetrics::register(&mut registry);
     let peers = ConnectionMetrics::register(&mut registry);
     let readiness = Readiness::default();
@@ -242,6 +244,32 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         readiness.register_cache(name, synced, failing);
     }
     let synced = meridian_runtime::readiness::initial_sync(caches);
+
+    // Linked clusters: their kubeconfig Secrets in the controller's
+    // namespace. Never a readiness gate: a denied or failing Secret watch
+    // is reported as degraded while local discovery serves.
+    let clusters = Arc::new(RwLock::new(ClusterStore::new(
+        config.clone(),
+        readiness.clone(),
+        index_metrics.clone(),
+        cluster_store_metrics,
+    )));
+    let secrets = kube::Api::<k8s_openapi::api::core::v1::Secret>::namespaced(
+        client.clone(),
+        &args.controller_namespace,
+    );
+    let secrets = k8s_index::WatchTask::new(
+        "secrets",
+        secrets,
+        resources::watch_config().labels(k8s_api::labels::MULTICLUSTER_CLUSTER_NAME),
+        clusters.clone(),
+        &index_metrics,
+    );
+    meridian_runtime::readiness::report_failing(
+        readiness.register_degraded("linked clusters"),
+        secrets.failing.clone(),
+    );
+    drop(secrets.spawn());
 
     let streams = StreamRegistry::new();
     let introspection = Introspection::new(index.clone(), streams.clone(), audit_metrics);
@@ -281,7 +309,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     );
     tokio::spawn(link);
 
-    let service = DestinationService::new(index, metrics, streams, shutdown.receiver());
+    let service = DestinationService::new(index, metrics, streams, shutdown.receiver())
+        .with_clusters(clusters);
     // Streams per connection, request sizes, keepalive: one place for both servers.
     let grpc = grpc_stream::server::builder(&args.grpc_limits)
         // Nothing is answered from an index that has not synced once.

@@ -92,6 +92,26 @@ pub const REMOTE_SVC_FQ_NAME: &str = "mirror.linkerd.io/remote-svc-fq-name";
 /// EndpointSlice annotation with the remote gateway's TLS identity.
 pub const REMOTE_GATEWAY_IDENTITY: &str = "mirror.linkerd.io/remote-gateway-identity";
 
+/// `type` of the Secrets holding a linked cluster's kubeconfig.
+pub const REMOTE_KUBECONFIG_SECRET_TYPE: &str = "mirror.linkerd.io/remote-kubeconfig";
+/// Key of the kubeconfig in such a Secret's data.
+pub const REMOTE_KUBECONFIG_KEY: &str = "kubeconfig";
+/// Label of such a Secret naming the linked cluster.
+pub const MULTICLUSTER_CLUSTER_NAME: &str = "multicluster.linkerd.io/cluster-name";
+/// Annotation of such a Secret with the linked cluster's trust domain.
+pub const MULTICLUSTER_TRUST_DOMAIN: &str = "multicluster.linkerd.io/trust-domain";
+/// Annotation of such a Secret with the linked cluster's cluster domain.
+pub const MULTICLUSTER_CLUSTER_DOMAIN: &str = "multicluster.linkerd.io/cluster-domain";
+/// Service label: discover this Service's endpoints in the named linked
+/// cluster. As a Service annotation: the `service@cluster,…` members of a
+/// federated Service.
+pub const REMOTE_DISCOVERY: &str = "multicluster.linkerd.io/remote-discovery";
+/// Service label naming the Service to discover in the linked cluster.
+pub const REMOTE_SERVICE: &str = "multicluster.linkerd.io/remote-service";
+/// Service annotation naming the local Service a federated Service also
+/// takes its endpoints from.
+pub const LOCAL_DISCOVERY: &str = "multicluster.linkerd.io/local-discovery";
+
 /// Name of the injected proxy container.
 pub const PROXY_CONTAINER: &str = "linkerd-proxy";
 /// Name of an ExternalWorkload's port that its proxy accepts inbound

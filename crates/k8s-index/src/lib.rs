@@ -10,12 +10,15 @@
 //!   failed watch is retried.
 //! - [`metrics`]: cache size, events applied and watch restarts per kind.
 //! - [`resources`]: the watched kinds and their watcher configurations.
+//! - [`switch`]: watches that follow a client they are handed (a linked
+//!   cluster's), restarted when it changes and emptied when it goes.
 
 pub mod backoff;
 pub mod cache;
 pub mod index;
 pub mod metrics;
 pub mod resources;
+pub mod switch;
 pub mod watch;
 
 pub use backoff::{WatchBackoff, with_backoff};

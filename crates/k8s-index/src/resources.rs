@@ -27,7 +27,8 @@ use crate::{Index, IndexMetrics, SharedIndex, WatchTask};
 /// The label the meshed pods carry (the policy controller watches only those).
 pub const CONTROL_PLANE_NS_LABEL: &str = k8s_api::labels::CONTROL_PLANE_NS;
 
-fn config() -> watcher::Config {
+/// The watcher configuration of every watched kind.
+pub fn watch_config() -> watcher::Config {
     // Any resourceVersion is fine for lists: the apiserver's watch cache
     // answers without a quorum read.
     watcher::Config::default().any_semantic()
@@ -43,7 +44,7 @@ pub fn pods<I>(
 where
     I: Index<Pod> + Send + Sync + 'static,
 {
-    let mut cfg = config();
+    let mut cfg = watch_config();
     if let Some(selector) = label_selector {
         cfg = cfg.labels(selector);
     }
@@ -58,7 +59,7 @@ where
     WatchTask::new(
         "services",
         Api::<Service>::all(client),
-        config(),
+        watch_config(),
         index,
         metrics,
     )
@@ -76,7 +77,7 @@ where
     WatchTask::new(
         "endpointslices",
         Api::<EndpointSlice>::all(client),
-        config(),
+        watch_config(),
         index,
         metrics,
     )
@@ -91,7 +92,7 @@ where
     WatchTask::new(
         "nodes",
         Api::<PartialObjectMeta<Node>>::all(client),
-        config(),
+        watch_config(),
         index,
         metrics,
     )
@@ -105,7 +106,7 @@ where
     WatchTask::new(
         "replicasets",
         Api::<PartialObjectMeta<ReplicaSet>>::all(client),
-        config(),
+        watch_config(),
         index,
         metrics,
     )
@@ -119,7 +120,7 @@ where
     WatchTask::new(
         "jobs",
         Api::<PartialObjectMeta<Job>>::all(client),
-        config(),
+        watch_config(),
         index,
         metrics,
     )
@@ -132,7 +133,7 @@ macro_rules! crd_watch {
         where
             I: Index<$ty> + Send + Sync + 'static,
         {
-            WatchTask::new($kind, Api::<DeserializeGuard<$ty>>::all(client), config(), index, metrics)
+            WatchTask::new($kind, Api::<DeserializeGuard<$ty>>::all(client), watch_config(), index, metrics)
         }
     )*};
 }

@@ -14,7 +14,7 @@ use futures::{Stream, StreamExt, future::BoxFuture};
 use k8s_openapi::api::{
     apps::v1::ReplicaSet,
     batch::v1::Job,
-    core::v1::{Node, Pod, Service},
+    core::v1::{Node, Pod, Secret, Service},
     discovery::v1::EndpointSlice,
 };
 use kube::{
@@ -73,6 +73,7 @@ macro_rules! always_valid {
 
 always_valid!(
     Pod,
+    Secret,
     Service,
     EndpointSlice,
     Node,

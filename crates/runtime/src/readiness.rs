@@ -253,6 +253,19 @@ pub fn initial_sync(receivers: Vec<watch::Receiver<bool>>) -> watch::Receiver<bo
     rx
 }
 
+/// States `failing`'s reason (a watch that is not required for readiness)
+/// as a degraded note until the process ends.
+pub fn report_failing(degraded: DegradedHandle, mut failing: watch::Receiver<Option<String>>) {
+    tokio::spawn(async move {
+        loop {
+            degraded.set(failing.borrow_and_update().clone());
+            if failing.changed().await.is_err() {
+                return;
+            }
+        }
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

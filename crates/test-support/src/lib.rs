@@ -10,13 +10,15 @@
 //! `pods/status` subresource, as kwok does. EndpointSlices are then made by
 //! kube-controller-manager itself.
 //!
-//! [`RealNodeCluster`] is the other kind: a real node (containerd, kubelet,
+//! [`LinkedCluster`] is a second control plane a multicluster test starts
+//! for itself. [`RealNodeCluster`] is the other kind: a real node (containerd, kubelet,
 //! kube-proxy) where pods run real containers and probes.
 //!
 //! Test helpers panic with a clear message on failure: that is how a test fails.
 #![allow(clippy::unwrap_used)]
 
 pub mod deploy;
+mod linked;
 mod pods;
 pub mod process;
 pub mod raw_h2;
@@ -30,6 +32,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::{Api, api::PostParams};
 
+pub use linked::LinkedCluster;
 pub use local_cluster::{LocalCa, ServingCert};
 pub use pods::PodSpecBuilder;
 pub use process::{ServerProcess, free_addr};

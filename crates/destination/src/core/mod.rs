@@ -1,10 +1,12 @@
 //! Values and pure rules of the destination, with no Kubernetes, gRPC or
 //! proxy-API types: what a request names ([`authority`], [`context_token`]),
-//! what an endpoint is ([`endpoint`]), how a stream's view of a Service
+//! what an endpoint is ([`endpoint`]), where a Service's endpoints come
+//! from ([`discovery`]), how a stream's view of a Service
 //! port is filtered ([`filter`]) and what a ServiceProfile says ([`profile`]).
 
 pub mod authority;
 pub mod context_token;
+pub mod discovery;
 pub mod endpoint;
 pub mod filter;
 pub mod profile;

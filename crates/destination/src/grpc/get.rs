@@ -6,6 +6,7 @@
 use std::{net::SocketAddr, sync::Arc};
 
 use linkerd2_proxy_api::destination::GetDestination;
+use parking_lot::RwLock;
 
 use super::{
     DestinationService, FrameStream,
@@ -14,13 +15,17 @@ use super::{
     streams::{Followed, StreamEntry, StreamKind},
 };
 use crate::{
-    index::endpoints::GroupState,
+    core::{FilterKey, ServiceId, context_token::ContextToken, discovery::Discovery},
+    index::{EndpointsIndex, endpoints::GroupState},
+    k8s::multicluster::discovery,
     proto::frames::{self, Frames},
 };
 
 impl DestinationService {
-    /// Opens a `Get` stream of encoded frames. Frames are shared with the
-    /// group's other streams; the stream releases its group when dropped.
+    /// Opens a `Get` stream of encoded frames. A local or remote-discovery
+    /// target follows one shared group (its frames shared with the group's
+    /// other streams, released when dropped); a federated Service follows
+    /// its members ([`super::federated`]).
     pub(super) fn open_get(
         &self,
         request: GetDestination,
@@ -32,33 +37,110 @@ impl DestinationService {
                 error,
             }
         })?;
-        let rx = self
+        let discovery = self
             .index
+            .read()
+            .service(&get.target.service)
+            .map(|svc| discovery(svc))
+            .transpose()
+            .map_err(|error| RequestError::Discovery {
+                path: request.path.clone(),
+                error,
+            })?
+            .unwrap_or(Discovery::Local);
+        match discovery {
+            Discovery::Local => {
+                let followed = Followed::Group {
+                    service: get.target.service.clone(),
+                    port: get.target.port,
+                    key: get.key.clone(),
+                };
+                let (service, port, key) = (get.target.service, get.target.port, get.key);
+                let index = self.index.clone();
+                self.follow_group(
+                    index,
+                    service,
+                    port,
+                    key,
+                    request.path,
+                    peer,
+                    get.token,
+                    followed,
+                )
+            }
+            Discovery::Remote { cluster, service } => {
+                let remote = self
+                    .clusters
+                    .as_ref()
+                    .and_then(|store| store.read().linked(&cluster))
+                    .ok_or_else(|| RequestError::UnknownCluster(cluster.clone()))?;
+                let service = ServiceId {
+                    namespace: get.target.service.namespace,
+                    name: service,
+                };
+                // Linked clusters' endpoints are not filtered by the client's
+                // node or zone (they are in another cluster).
+                let key = FilterKey {
+                    enable_filtering: false,
+                    ..get.key
+                };
+                let followed = Followed::RemoteGroup {
+                    cluster,
+                    service: service.clone(),
+                    port: get.target.port,
+                    key: key.clone(),
+                };
+                let index = remote.index.clone();
+                self.follow_group(
+                    index,
+                    service,
+                    get.target.port,
+                    key,
+                    request.path,
+                    peer,
+                    get.token,
+                    followed,
+                )
+            }
+            Discovery::Federated(members) => {
+                Ok(self.open_federated(get, members, request.path, peer))
+            }
+        }
+    }
+
+    /// Follows one group of `index` (the local index or a linked
+    /// cluster's).
+    #[allow(clippy::too_many_arguments)]
+    fn follow_group(
+        &self,
+        index: Arc<RwLock<EndpointsIndex>>,
+        service: ServiceId,
+        port: u16,
+        key: FilterKey,
+        path: String,
+        peer: Option<SocketAddr>,
+        token: ContextToken,
+        followed: Followed,
+    ) -> Result<FrameStream, RequestError> {
+        let rx = index
             .write()
-            .subscribe(&get.target.service, get.target.port, get.key.clone())
+            .subscribe(&service, port, key.clone())
             .map_err(RequestError::Subscribe)?;
-        tracing::debug!(path = %request.path, node = %get.token.node_name, "Get stream opened");
+        tracing::debug!(%path, node = %token.node_name, "Get stream opened");
         self.metrics.stream_opened();
         let registered = self.streams.register(StreamEntry::new(
             StreamKind::Get,
-            request.path,
+            path,
             peer,
-            get.token,
-            Followed::Group {
-                service: get.target.service.clone(),
-                port: get.target.port,
-                key: get.key.clone(),
-            },
+            token,
+            followed,
         ));
         let entry = registered.listed();
 
-        let index = self.index.clone();
         let metrics = self.metrics.clone();
         let release = move || {
             drop(registered);
-            index
-                .write()
-                .release(&get.target.service, get.target.port, &get.key);
+            index.write().release(&service, port, &key);
             metrics.stream_closed();
         };
         let metrics = self.metrics.clone();

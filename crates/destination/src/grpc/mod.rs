@@ -2,7 +2,8 @@
 //! layer over the index:
 //! - [`request`]: request parsing (authority, context token, filter key);
 //! - [`get`] and [`get_profile`]: the two streams, both following shared
-//!   state through [`subscription`] (one guard, one loop);
+//!   state through [`subscription`] (one guard, one loop); [`federated`]:
+//!   a federated Service's `Get`, following all its members;
 //! - [`status`]: every refusal, and its gRPC status, in one place.
 
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use parking_lot::RwLock;
 use tokio::sync::watch;
 use tonic::{Request, Response, Status};
 
+pub mod federated;
 pub mod get;
 pub mod get_profile;
 pub mod request;
@@ -26,7 +28,7 @@ pub use get::StreamCursor;
 pub use grpc_stream::FrameStream;
 pub use status::REASON_HEADER;
 
-use crate::{index::EndpointsIndex, metrics::DestinationMetrics};
+use crate::{index::EndpointsIndex, metrics::DestinationMetrics, multicluster::SharedClusterStore};
 use status::RequestError;
 use streams::StreamRegistry;
 
@@ -44,6 +46,8 @@ pub struct DestinationService {
     /// The open streams, for the admin server.
     streams: Arc<StreamRegistry>,
     shutdown: watch::Receiver<bool>,
+    /// Linked clusters (none: remote discovery answers NotFound).
+    clusters: Option<SharedClusterStore>,
 }
 
 impl DestinationService {
@@ -63,7 +67,15 @@ impl DestinationService {
             metrics,
             streams,
             shutdown,
+            clusters: None,
         }
+    }
+
+    /// Serves remote-discovery and federated Services from these linked
+    /// clusters.
+    pub fn with_clusters(mut self, clusters: SharedClusterStore) -> Self {
+        self.clusters = Some(clusters);
+        self
     }
 
     /// The service to register with the server.

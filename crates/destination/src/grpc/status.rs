@@ -5,7 +5,7 @@
 use tonic::Status;
 
 use crate::{
-    core::authority::AuthorityError,
+    core::{authority::AuthorityError, discovery::DiscoveryError},
     index::{SubscribeError, profiles::ProfileLookupError},
 };
 
@@ -21,6 +21,10 @@ pub enum RequestError {
     Subscribe(SubscribeError),
     /// `GetProfile`'s target does not resolve.
     Profile(ProfileLookupError),
+    /// A remote-discovery Service that cannot be followed.
+    Discovery { path: String, error: DiscoveryError },
+    /// A remote-discovery Service names a cluster that is not linked.
+    UnknownCluster(String),
 }
 
 impl RequestError {
@@ -33,6 +37,12 @@ impl RequestError {
     /// The status the client receives.
     pub fn into_status(self) -> Status {
         match self {
+            Self::Discovery { path, error } => {
+                Status::failed_precondition(format!("{error} {path}"))
+            }
+            Self::UnknownCluster(cluster) => {
+                Status::not_found(format!("Remote cluster not found: {cluster}"))
+            }
             Self::Authority { path, error } => invalid_authority(&path, &error),
             Self::Subscribe(error @ SubscribeError::ExternalName(_)) => {
                 Status::invalid_argument(error.to_string())

@@ -37,6 +37,15 @@ pub enum Followed {
         port: u16,
         key: FilterKey,
     },
+    /// A `Get` filter group of a linked cluster's index.
+    RemoteGroup {
+        cluster: String,
+        service: ServiceId,
+        port: u16,
+        key: FilterKey,
+    },
+    /// A federated Service: the union of its members' groups.
+    Federated { service: ServiceId, port: u16 },
     /// A `GetProfile` publisher.
     Profile(ProfileKey),
     /// A `GetProfile` answered with the empty profile (no publisher).

@@ -230,6 +230,16 @@ impl ClusterState {
 
     // ---- writes; each returns what it touched ----
 
+    /// Replaces the translator configuration (a linked cluster's trust
+    /// domain changed): every endpoint publisher is recomputed.
+    pub fn set_config(&mut self, config: Arc<TranslatorConfig>) -> Touched {
+        self.config = config;
+        Touched {
+            all_services: true,
+            ..Touched::default()
+        }
+    }
+
     /// Stores (or replaces) a Service.
     pub fn apply_service(&mut self, id: ServiceId, svc: Service) -> Touched {
         let old = self.services.remove(&id);

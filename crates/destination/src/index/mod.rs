@@ -14,7 +14,7 @@ pub mod cluster;
 pub mod endpoints;
 pub mod profiles;
 
-use std::{net::SocketAddr, sync::Arc};
+use std::{collections::HashMap, net::SocketAddr, sync::Arc};
 
 use k8s_api::{service_profile::ServiceProfile, workload::ExternalWorkload};
 use k8s_index::{Index, ObjectKey};
@@ -48,6 +48,9 @@ pub struct EndpointsIndex {
     endpoints: EndpointPublishers,
     /// `GetProfile` publishers, per resolved key.
     profiles: ProfilePublishers,
+    /// Followers of a Service object itself (federated streams re-read
+    /// their members when it changes), by Service.
+    service_watchers: HashMap<ServiceId, watch::Sender<Option<Arc<Service>>>>,
 }
 
 impl EndpointsIndex {
@@ -56,6 +59,7 @@ impl EndpointsIndex {
             cluster: ClusterState::new(config),
             endpoints: EndpointPublishers::default(),
             profiles: ProfilePublishers::default(),
+            service_watchers: HashMap::new(),
         }
     }
 
@@ -66,12 +70,52 @@ impl EndpointsIndex {
         }
         self.endpoints.refresh(&self.cluster, &touched);
         self.profiles.refresh(&self.cluster, &touched);
+        if !self.service_watchers.is_empty() {
+            self.service_watchers
+                .retain(|_, tx| tx.receiver_count() > 0);
+            for (id, tx) in &self.service_watchers {
+                if touched.all_services
+                    || touched.services.contains(id)
+                    || touched.namespaces.contains(&id.namespace)
+                {
+                    let now = self.cluster.service(id).cloned();
+                    tx.send_if_modified(|current| {
+                        let same = match (current.as_ref(), now.as_ref()) {
+                            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                            (None, None) => true,
+                            _ => false,
+                        };
+                        if !same {
+                            *current = now;
+                        }
+                        !same
+                    });
+                }
+            }
+        }
+    }
+
+    /// Follows a Service object: the receiver holds it (`None` while it
+    /// does not exist) and wakes when it is replaced or deleted.
+    pub fn watch_service(&mut self, id: &ServiceId) -> watch::Receiver<Option<Arc<Service>>> {
+        if let Some(tx) = self.service_watchers.get(id) {
+            return tx.subscribe();
+        }
+        let (tx, rx) = watch::channel(self.cluster.service(id).cloned());
+        self.service_watchers.insert(id.clone(), tx);
+        rx
     }
 
     /// Applies the policy controller's opaque ports (see
     /// [`ClusterState::apply_server_opaque`]).
     pub fn apply_server_opaque(&mut self, update: OpaquePortsUpdate) {
         let touched = self.cluster.apply_server_opaque(update);
+        self.refresh(touched);
+    }
+
+    /// Replaces the translator configuration and republishes what changes.
+    pub fn set_config(&mut self, config: Arc<TranslatorConfig>) {
+        let touched = self.cluster.set_config(config);
         self.refresh(touched);
     }
 

@@ -2,12 +2,14 @@
 //! reads Kubernetes fields. [`endpoints`] turns slices into endpoints,
 //! [`pods`] reads pod facts and owners, [`external_workloads`] the facts
 //! of ExternalWorkloads, [`services`] reads Service ports,
-//! [`profiles`] reads ServiceProfiles;
+//! [`profiles`] reads ServiceProfiles, [`multicluster`] how a Service is
+//! discovered and linked clusters' Secrets;
 //! [`lookups`] is what they may ask of the caller's stored objects.
 
 pub mod endpoints;
 pub mod external_workloads;
 pub mod lookups;
+pub mod multicluster;
 pub mod pods;
 pub mod profiles;
 pub mod services;

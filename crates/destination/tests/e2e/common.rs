@@ -26,13 +26,23 @@ pub struct Destination {
 }
 
 pub async fn start_destination(env: &TestEnv, addr: SocketAddr) -> Destination {
+    start_destination_with(env, addr, &[]).await
+}
+
+/// [`start_destination`] with more flags.
+pub async fn start_destination_with(
+    env: &TestEnv,
+    addr: SocketAddr,
+    extra: &[String],
+) -> Destination {
     env.cluster().ensure_crds();
     let admin = free_addr();
-    let args = vec![
+    let mut args = vec![
         format!("--kubeconfig={}", env.cluster().kubeconfig().display()),
         format!("--addr={addr}"),
         format!("--admin-addr={admin}"),
     ];
+    args.extend_from_slice(extra);
     let process =
         ServerProcess::start(env!("CARGO_BIN_EXE_destination").as_ref(), &args, admin).await;
     Destination { process, addr }

@@ -11,6 +11,8 @@
 //! - `deploy`: started with `deploy/`'s exact arguments and RBAC;
 //! - `explain`: `meridian-cli explain`, one broken axis at a time;
 //! - `introspect`: the admin port's streams, targets and audit;
+//! - `multicluster`: remote discovery and federated Services over a second
+//!   control plane;
 //! - `overload`: stream limits, bad peers, denied and unreachable API servers.
 
 mod common;
@@ -19,6 +21,7 @@ mod explain;
 mod external_workloads;
 mod get;
 mod introspect;
+mod multicluster;
 mod overload;
 mod policy_link;
 mod profile;

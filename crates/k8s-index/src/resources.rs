@@ -8,6 +8,7 @@ use k8s_api::{
         MeshTLSAuthentication, NetworkAuthentication, Server, ServerAuthorization,
     },
     service_profile::ServiceProfile,
+    workload::ExternalWorkload,
 };
 use k8s_openapi::api::{
     apps::v1::ReplicaSet,
@@ -155,6 +156,8 @@ crd_watch! {
     http_local_ratelimit_policies => HTTPLocalRateLimitPolicy, "httplocalratelimitpolicies";
     /// EgressNetworks (policy.linkerd.io).
     egress_networks => EgressNetwork, "egressnetworks";
+    /// ExternalWorkloads (workload.linkerd.io).
+    external_workloads => ExternalWorkload, "externalworkloads";
     /// HTTPRoutes (gateway.networking.k8s.io).
     gateway_http_routes => gateway::HTTPRoute, "httproutes.gateway.networking.k8s.io";
     /// GRPCRoutes (gateway.networking.k8s.io).

@@ -5,9 +5,9 @@
 //! One [`Index`] implements [`k8s_index::Index`] for every watched kind, so
 //! a single `Arc<RwLock<Index>>` serves all watches. Every mutation reports
 //! what it touched (nothing, a workload, a namespace, everything); only
-//! touched workloads are recomputed, and a port's watch is only notified when its server
-//! really changed. A re-list (`reset`) recomputes each touched namespace
-//! once.
+//! touched workloads are recomputed, and a port's watch is only notified
+//! when its server really changed. A re-list (`reset`) recomputes each
+//! touched namespace once.
 
 mod authz;
 mod external_workload;
@@ -373,13 +373,22 @@ impl Index {
             opaque,
             ..
         } = self;
-        let mut reindex_ns = |ns_name: &str, ns: &mut Namespace| {
-            for (name, pod) in ns.pods.iter_mut() {
-                pod.reindex(&ns.policy, authentications, cluster);
-                opaque.set(ns_name, name, pod.server_opaque_ports());
+        // Recomputes one workload; a pod's Server-made opaque ports feed
+        // the destination (whose feed is of pods only).
+        let mut reindex = |ns_name: &str, name: &str, w: &mut WorkloadState, policy: &PolicyNs| {
+            w.reindex(policy, authentications, cluster);
+            if w.info.kind == WorkloadKind::Pod {
+                opaque.set(ns_name, name, w.server_opaque_ports());
             }
-            for ew in ns.external_workloads.values_mut() {
-                ew.reindex(&ns.policy, authentications, cluster);
+        };
+        let mut reindex_ns = |ns_name: &str, ns: &mut Namespace| {
+            let Namespace {
+                pods,
+                external_workloads,
+                policy,
+            } = ns;
+            for (name, w) in pods.iter_mut().chain(external_workloads.iter_mut()) {
+                reindex(ns_name, name, w, policy);
             }
         };
         if pending.all {
@@ -399,21 +408,9 @@ impl Index {
                 let Some(ns) = namespaces.get_mut(ns_name) else {
                     continue;
                 };
-                let Namespace {
-                    pods,
-                    external_workloads,
-                    policy,
-                } = ns;
-                let workloads = match kind {
-                    WorkloadKind::Pod => pods,
-                    WorkloadKind::External => external_workloads,
-                };
-                if let Some(workload) = workloads.get_mut(name) {
-                    workload.reindex(policy, authentications, cluster);
-                    // The destination's feed is of pods only.
-                    if *kind == WorkloadKind::Pod {
-                        opaque.set(ns_name, name, workload.server_opaque_ports());
-                    }
+                let (workloads, policy) = ns.workloads_and_policy(*kind);
+                if let Some(w) = workloads.get_mut(name) {
+                    reindex(ns_name, name, w, policy);
                 }
             }
         }
@@ -427,10 +424,19 @@ impl Namespace {
     }
 
     fn workloads_mut(&mut self, kind: WorkloadKind) -> &mut HashMap<String, WorkloadState> {
-        match kind {
+        self.workloads_and_policy(kind).0
+    }
+
+    /// The workloads of `kind`, beside the policy they are matched against.
+    fn workloads_and_policy(
+        &mut self,
+        kind: WorkloadKind,
+    ) -> (&mut HashMap<String, WorkloadState>, &PolicyNs) {
+        let workloads = match kind {
             WorkloadKind::Pod => &mut self.pods,
             WorkloadKind::External => &mut self.external_workloads,
-        }
+        };
+        (workloads, &self.policy)
     }
 }
 

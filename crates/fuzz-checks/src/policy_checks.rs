@@ -14,7 +14,7 @@ use arbitrary::{Arbitrary, Unstructured};
 use linkerd2_proxy_api::{inbound::PortSpec, outbound::TrafficSpec};
 use policy_controller::{
     core::{
-        DiscoverOutboundPolicy,
+        DiscoverOutboundPolicy, WorkloadKind,
         outbound::{OutboundLookupError, OutboundPolicy, OutboundTarget, ServiceTarget},
     },
     grpc::{
@@ -30,7 +30,8 @@ use prost::Message;
 /// `Workload::from_str` and the inbound `target()`: a parsed workload has a
 /// non-empty namespace and name and reads back the same from its JSON (and
 /// from `ns:pod` when the namespace allows it); a `PortSpec` is accepted
-/// only for a pod and a port in 1..=65535, which it keeps.
+/// for a pod or an external workload and a port in 1..=65535, which it
+/// keeps, and otherwise is an invalid argument.
 pub fn workload(data: &[u8]) {
     let Some((&mode, rest)) = data.split_first() else {
         return;
@@ -73,19 +74,16 @@ pub fn workload(data: &[u8]) {
     match grpc::target(spec.clone()) {
         Ok(target) => {
             assert_eq!(u32::from(target.port.get()), spec.port, "{spec:?}");
-            assert_eq!(
-                parsed,
-                Ok(Workload::Pod {
-                    namespace: target.namespace,
-                    name: target.pod
-                })
-            );
+            let (namespace, name) = (target.namespace, target.name);
+            let expected = match target.kind {
+                WorkloadKind::Pod => Workload::Pod { namespace, name },
+                WorkloadKind::External => Workload::External { namespace, name },
+            };
+            assert_eq!(parsed, Ok(expected));
         }
-        Err(status) => assert!(
-            matches!(
-                status.code(),
-                tonic::Code::InvalidArgument | tonic::Code::NotFound
-            ),
+        Err(status) => assert_eq!(
+            status.code(),
+            tonic::Code::InvalidArgument,
             "{spec:?}: {status:?}"
         ),
     }

@@ -155,10 +155,10 @@ crd_watch! {
     http_routes => HTTPRoute, "httproutes";
     /// HTTPLocalRateLimitPolicies (policy.linkerd.io).
     http_local_ratelimit_policies => HTTPLocalRateLimitPolicy, "httplocalratelimitpolicies";
-    /// ExternalWorkloads (workload.linkerd.io).
-    external_workloads => ExternalWorkload, "externalworkloads";
     /// EgressNetworks (policy.linkerd.io).
     egress_networks => EgressNetwork, "egressnetworks";
+    /// ExternalWorkloads (workload.linkerd.io).
+    external_workloads => ExternalWorkload, "externalworkloads";
     /// HTTPRoutes (gateway.networking.k8s.io).
     gateway_http_routes => gateway::HTTPRoute, "httproutes.gateway.networking.k8s.io";
     /// GRPCRoutes (gateway.networking.k8s.io).

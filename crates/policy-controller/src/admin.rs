@@ -5,7 +5,7 @@
 //! - `GET /streams`: oldest first, paged (`after`=last id seen, `limit`,
 //!   default 100, at most 1000) and filtered (`kind` = `WatchPort` |
 //!   `Watch`, `workload` (a substring of the client's workload string, e.g.
-//!   a pod name), `target` (a substring of the port / authority)).
+//!   a pod or external workload name), `target` (a substring of the port / authority)).
 //! - `GET /audit`: for every stream, encodes what the index gives its
 //!   request now and compares it with the frame the stream was last sent;
 //!   a stream that still differs a second later (after any update in flight
@@ -326,7 +326,7 @@ mod tests {
     use super::*;
     use crate::{
         core::{
-            DETECT_TIMEOUT, InboundServer, LookupError, PodPort, ProxyProtocol, ServerRef,
+            DETECT_TIMEOUT, InboundServer, LookupError, ProxyProtocol, ServerRef, WorkloadPort,
             outbound::{OutboundLookupError, OutboundPolicy, OutboundTarget, ServiceTarget},
         },
         metrics::GrpcMetrics,
@@ -337,9 +337,9 @@ mod tests {
     impl DiscoverInboundServer for OnePod {
         fn watch_inbound_server(
             &self,
-            target: &PodPort,
+            target: &WorkloadPort,
         ) -> Result<watch::Receiver<InboundServer>, LookupError> {
-            if target.pod == "web-0" {
+            if target.name == "web-0" {
                 Ok(self.0.clone())
             } else {
                 Err(LookupError::UnknownServer)

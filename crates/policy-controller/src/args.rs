@@ -66,8 +66,9 @@ pub struct Args {
     #[arg(long, default_value = "cluster.local")]
     pub cluster_domain: String,
 
-    /// Policy for ports no Server selects (overridden per pod by the
-    /// `config.linkerd.io/default-inbound-policy` annotation).
+    /// Policy for ports no Server selects (overridden per pod or external
+    /// workload by the `config.linkerd.io/default-inbound-policy`
+    /// annotation).
     #[arg(long, default_value = "all-unauthenticated")]
     pub default_policy: DefaultPolicy,
 

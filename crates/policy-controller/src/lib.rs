@@ -3,8 +3,9 @@
 //! HTTPRoute resources and serves the proxies' inbound policy API.
 //!
 //! - [`core`]: domain types (no Kubernetes, no gRPC) and the discovery trait.
-//! - [`index`]: the synchronous index of meshed pods and policy resources,
-//!   publishing each pod port's server on a watch channel.
+//! - [`index`]: the synchronous index of meshed pods, external workloads
+//!   and policy resources, publishing each workload port's server on a
+//!   watch channel.
 //! - [`grpc`]: the `InboundServerPolicies` tonic service.
 //! - [`gateway`]: the Gateway API route watches, started and stopped as
 //!   their CRDs come and go.

@@ -58,14 +58,17 @@ impl Collector for InboundIndexCollector {
             &[
                 (
                     "namespaces",
-                    "Namespaces with meshed pods or policy resources",
+                    "Namespaces with meshed pods, external workloads or policy resources",
                     |s: &IndexStats| s.namespaces,
                 ),
                 ("pods", "Meshed pods indexed", |s| s.pods),
+                ("external_workloads", "ExternalWorkloads indexed", |s| {
+                    s.external_workloads
+                }),
                 ("servers", "Server resources indexed", |s| s.servers),
                 (
                     "port_servers",
-                    "Pod ports with a published server (selected by a Server or looked up)",
+                    "Pod and external workload ports with a published server (selected by a Server or looked up)",
                     |s| s.port_servers,
                 ),
             ],

@@ -63,7 +63,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .write()
         .set_cluster_networks(args.cluster_info().networks);
 
-    // One index serves every watch; only meshed pods matter.
+    // One index serves every watch; only meshed pods matter (and every
+    // external workload).
     let watches = [
         resources::pods(
             client.clone(),
@@ -71,6 +72,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             index.clone(),
             &watch_metrics,
         ),
+        resources::external_workloads(client.clone(), index.clone(), &watch_metrics),
         resources::servers(
             client.clone(),
             Tee::shared(index.clone(), status_index.clone()),

@@ -236,7 +236,9 @@ async fn next_outbound(
 #[tokio::test]
 async fn gateway_kinds_follow_their_crds_on_open_streams() {
     let env = TestEnv::new("gateway-crds").await;
+    // Linkerd's own CRDs are required (the policy kinds and ExternalWorkloads).
     install_crds(&env, "policy.linkerd.io_");
+    install_crds(&env, "workload.linkerd.io_");
     let pod = env
         .pod("web")
         .meshed("linkerd")

@@ -121,7 +121,7 @@ async fn an_unreachable_api_server_is_named_in_ready_until_it_answers() {
     let mut policy = ServerProcess::spawn(PROGRAM.as_ref(), &args, admin);
     let body = test_support::process::wait_api_server_unreachable(admin, TIMEOUT).await;
     assert!(
-        body.starts_with("not ready: pods cache, servers cache"),
+        body.starts_with("not ready: pods cache, externalworkloads cache, servers cache"),
         "{body}"
     );
     assert!(policy.is_running());

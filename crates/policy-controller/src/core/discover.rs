@@ -1,5 +1,6 @@
 //! The discovery interfaces the gRPC layer is written against: a watch of
-//! the [`InboundServer`] of one pod port, and the outbound policy of a
+//! the [`InboundServer`] of one workload port (a pod's or an external
+//! workload's), and the outbound policy of a
 //! Service port or an egress address.
 
 use std::{
@@ -16,29 +17,40 @@ use super::{
     outbound::{OutboundLookupError, OutboundPolicy, OutboundTarget, ServiceTarget},
 };
 
-/// A port of a pod.
+/// The kind of workload a proxy runs in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum WorkloadKind {
+    /// A meshed pod.
+    Pod,
+    /// An `ExternalWorkload` (a VM, say, enrolled in the mesh).
+    External,
+}
+
+/// A port of a workload.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct PodPort {
+pub struct WorkloadPort {
     pub namespace: String,
-    pub pod: String,
+    pub kind: WorkloadKind,
+    /// The pod's or the external workload's name.
+    pub name: String,
     pub port: NonZeroU16,
 }
 
 /// Why a lookup found nothing.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum LookupError {
-    /// The namespace or pod is unknown (or the pod is not meshed).
+    /// The namespace or workload is unknown (or the pod is not meshed).
     #[error("unknown server")]
     UnknownServer,
 }
 
-/// Finds the inbound server of a pod port.
+/// Finds the inbound server of a workload port.
 pub trait DiscoverInboundServer: Send + Sync + 'static {
     /// A receiver whose current value is the port's server and that changes
-    /// with it. It closes when the pod goes away.
+    /// with it. It closes when the workload goes away.
     fn watch_inbound_server(
         &self,
-        target: &PodPort,
+        target: &WorkloadPort,
     ) -> Result<watch::Receiver<InboundServer>, LookupError>;
 }
 

@@ -17,7 +17,9 @@ pub mod routes;
 use std::{collections::BTreeMap, time::Duration};
 
 pub use defaults::{DefaultPolicy, InvalidDefaultPolicy};
-pub use discover::{DiscoverInboundServer, DiscoverOutboundPolicy, LookupError, PodPort};
+pub use discover::{
+    DiscoverInboundServer, DiscoverOutboundPolicy, LookupError, WorkloadKind, WorkloadPort,
+};
 pub use identity::{IdentityMatch, InvalidIdentity, check_identity};
 pub use network::{InvalidNetwork, NetworkMatch};
 // Port lists: the strict parser, beside the destination's lenient one.

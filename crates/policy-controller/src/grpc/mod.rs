@@ -32,7 +32,7 @@ pub use self::{
     workload::{InvalidWorkload, Workload},
 };
 use crate::{
-    core::{DiscoverInboundServer, LookupError, PodPort},
+    core::{DiscoverInboundServer, LookupError, WorkloadKind, WorkloadPort},
     metrics::GrpcMetrics,
 };
 
@@ -117,9 +117,9 @@ impl<D: DiscoverInboundServer> InboundPolicyServer<D> {
     }
 }
 
-/// Validates a request: the workload must parse (external workloads are
-/// not indexed, so they are unknown) and the port must be in 1-65535.
-pub fn target(spec: proto::PortSpec) -> Result<PodPort, tonic::Status> {
+/// Validates a request: the workload (a pod or an external workload) must
+/// parse and the port must be in 1-65535.
+pub fn target(spec: proto::PortSpec) -> Result<WorkloadPort, tonic::Status> {
     let workload: Workload = spec
         .workload
         .parse()
@@ -128,14 +128,16 @@ pub fn target(spec: proto::PortSpec) -> Result<PodPort, tonic::Status> {
         .ok()
         .and_then(NonZeroU16::new)
         .ok_or_else(|| tonic::Status::invalid_argument(format!("invalid port: {}", spec.port)))?;
-    match workload {
-        Workload::Pod { namespace, name } => Ok(PodPort {
-            namespace,
-            pod: name,
-            port,
-        }),
-        Workload::External { .. } => Err(tonic::Status::not_found("unknown server")),
-    }
+    let (kind, namespace, name) = match workload {
+        Workload::Pod { namespace, name } => (WorkloadKind::Pod, namespace, name),
+        Workload::External { namespace, name } => (WorkloadKind::External, namespace, name),
+    };
+    Ok(WorkloadPort {
+        namespace,
+        kind,
+        name,
+        port,
+    })
 }
 
 #[tonic::async_trait]
@@ -283,9 +285,13 @@ mod tests {
     impl DiscoverInboundServer for Fixed {
         fn watch_inbound_server(
             &self,
-            target: &PodPort,
+            target: &WorkloadPort,
         ) -> Result<watch::Receiver<InboundServer>, LookupError> {
-            if target.pod == "known" {
+            let known = match target.kind {
+                WorkloadKind::Pod => "known",
+                WorkloadKind::External => "vm",
+            };
+            if target.name == known {
                 Ok(self.0.clone())
             } else {
                 Err(LookupError::UnknownServer)
@@ -337,11 +343,20 @@ mod tests {
             (err.code(), err.message()),
             (tonic::Code::NotFound, "unknown server")
         );
+        // The kind is passed on: a pod's name is not an external workload's.
         let err = svc
+            .get_port(spec(r#"{"ns":"ns","external_workload":"known"}"#, 80))
+            .await
+            .expect_err("unknown external workload");
+        assert_eq!(
+            (err.code(), err.message()),
+            (tonic::Code::NotFound, "unknown server")
+        );
+        let got = svc
             .get_port(spec(r#"{"ns":"ns","external_workload":"vm"}"#, 80))
             .await
-            .expect_err("external");
-        assert_eq!(err.code(), tonic::Code::NotFound);
+            .expect("known external workload");
+        assert_eq!(got.get_ref().labels["name"], "a");
 
         let got = svc
             .get_port(spec(r#"{"ns":"ns","pod":"known"}"#, 80))

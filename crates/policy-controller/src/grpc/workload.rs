@@ -12,7 +12,7 @@ pub enum Workload {
         namespace: String,
         name: String,
     },
-    /// Recognized, but external workloads are not indexed.
+    /// An `ExternalWorkload`.
     External {
         namespace: String,
         name: String,

@@ -1,15 +1,16 @@
 //! The inbound policy index: a synchronous (`&mut self`) view of meshed
-//! pods and policy resources that publishes each pod port's
-//! [`InboundServer`] on a `tokio::sync::watch` channel.
+//! pods, external workloads and policy resources that publishes each
+//! workload port's [`InboundServer`] on a `tokio::sync::watch` channel.
 //!
 //! One [`Index`] implements [`k8s_index::Index`] for every watched kind, so
 //! a single `Arc<RwLock<Index>>` serves all watches. Every mutation reports
-//! what it touched (nothing, a pod, a namespace, everything); only touched
-//! pods are recomputed, and a port's watch is only notified when its server
-//! really changed. A re-list (`reset`) recomputes each touched namespace
-//! once.
+//! what it touched (nothing, a workload, a namespace, everything); only
+//! touched workloads are recomputed, and a port's watch is only notified
+//! when its server really changed. A re-list (`reset`) recomputes each
+//! touched namespace once.
 
 mod authz;
+mod external_workload;
 pub mod gateway_routes;
 pub mod opaque_feed;
 pub mod outbound;
@@ -20,6 +21,7 @@ mod selector;
 mod server;
 #[cfg(test)]
 mod tests;
+mod workload;
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
@@ -31,29 +33,30 @@ use k8s_api::policy::{
     AuthorizationPolicy, HTTPRoute, MeshTLSAuthentication, NetworkAuthentication, Server,
     ServerAuthorization,
 };
+use k8s_api::workload::ExternalWorkload;
 use k8s_index::{ObjectKey, SharedIndex};
 use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::watch;
 
-use self::pod::PodState;
+use self::workload::WorkloadState;
 pub use self::{
     authz::{
         AuthenticationRef, Authentications, PolicySpec, PolicyTarget, ServerAuthz, ServerSelector,
         authorization_policy, mesh_tls_authentication, network_authentication,
         server_authorization,
     },
-    pod::{
-        DEFAULT_POLICY_ANNOTATION, OPAQUE_PORTS_ANNOTATION, PodInfo, REQUIRE_IDENTITY_ANNOTATION,
-        Settings,
-    },
     routes::{RouteBinding, http_route, is_server_parent, server_parents},
     selector::{Labels, Selector},
-    server::{PortRef, ServerSpec},
+    server::{PortRef, ServerSpec, WorkloadSelector},
+    workload::{
+        DEFAULT_POLICY_ANNOTATION, OPAQUE_PORTS_ANNOTATION, REQUIRE_IDENTITY_ANNOTATION, Settings,
+        WorkloadInfo,
+    },
 };
 use crate::core::{
     AuthorizationRef, Authorizations, DETECT_TIMEOUT, DefaultPolicy, DiscoverInboundServer,
-    GroupKindName, HttpRoute, IdentityMatch, InboundServer, LookupError, NetworkMatch, PodPort,
-    RouteRef, ServerRef, routes::default_http_routes,
+    GroupKindName, HttpRoute, IdentityMatch, InboundServer, LookupError, NetworkMatch, RouteRef,
+    ServerRef, WorkloadKind, WorkloadPort, routes::default_http_routes,
 };
 
 /// The label of meshed pods (the only pods indexed).
@@ -185,7 +188,8 @@ pub(crate) struct PolicyNs {
 
 #[derive(Debug, Default)]
 struct Namespace {
-    pods: HashMap<String, PodState>,
+    pods: HashMap<String, WorkloadState>,
+    external_workloads: HashMap<String, WorkloadState>,
     policy: PolicyNs,
 }
 
@@ -203,6 +207,7 @@ pub struct Index {
 pub struct IndexStats {
     pub namespaces: usize,
     pub pods: usize,
+    pub external_workloads: usize,
     pub servers: usize,
     pub port_servers: usize,
 }
@@ -210,7 +215,8 @@ pub struct IndexStats {
 /// What a mutation requires recomputing.
 enum Touched {
     Nothing,
-    Pod(String, String),
+    /// One workload: namespace, kind, name.
+    Workload(String, WorkloadKind, String),
     Namespace(String),
     All,
 }
@@ -219,15 +225,15 @@ enum Touched {
 struct Pending {
     all: bool,
     namespaces: BTreeSet<String>,
-    pods: BTreeSet<(String, String)>,
+    workloads: BTreeSet<(String, WorkloadKind, String)>,
 }
 
 impl Pending {
     fn add(&mut self, touched: Touched) {
         match touched {
             Touched::Nothing => {}
-            Touched::Pod(ns, name) => {
-                self.pods.insert((ns, name));
+            Touched::Workload(ns, kind, name) => {
+                self.workloads.insert((ns, kind, name));
             }
             Touched::Namespace(ns) => {
                 self.namespaces.insert(ns);
@@ -276,31 +282,46 @@ impl Index {
         };
         for ns in self.namespaces.values() {
             stats.pods += ns.pods.len();
+            stats.external_workloads += ns.external_workloads.len();
             stats.servers += ns.policy.servers.len();
             stats.port_servers += ns
                 .pods
                 .values()
-                .map(|p| p.port_servers.len())
+                .chain(ns.external_workloads.values())
+                .map(|w| w.port_servers.len())
                 .sum::<usize>();
         }
         stats
     }
 
-    /// A receiver of the server of a pod port. An unknown port of a known
-    /// pod gets its default server (created now and kept).
+    /// A receiver of the server of a workload port. An unknown port of a
+    /// known workload gets its default server (created now and kept).
+    pub fn workload_server_rx(
+        &mut self,
+        target: &WorkloadPort,
+    ) -> Result<watch::Receiver<InboundServer>, LookupError> {
+        let workload = self
+            .namespaces
+            .get_mut(&target.namespace)
+            .and_then(|ns| ns.workloads_mut(target.kind).get_mut(&target.name))
+            .ok_or(LookupError::UnknownServer)?;
+        let rx = workload.subscribe(target.port, &self.cluster);
+        Ok(rx)
+    }
+
+    /// [`Self::workload_server_rx`] of a pod port.
     pub fn pod_server_rx(
         &mut self,
         namespace: &str,
         pod: &str,
         port: std::num::NonZeroU16,
     ) -> Result<watch::Receiver<InboundServer>, LookupError> {
-        let pod = self
-            .namespaces
-            .get_mut(namespace)
-            .and_then(|ns| ns.pods.get_mut(pod))
-            .ok_or(LookupError::UnknownServer)?;
-        let rx = pod.subscribe(port, &self.cluster);
-        Ok(rx)
+        self.workload_server_rx(&WorkloadPort {
+            namespace: namespace.to_string(),
+            kind: WorkloadKind::Pod,
+            name: pod.to_string(),
+            port,
+        })
     }
 
     fn ns_mut(&mut self, ns: &str) -> &mut Namespace {
@@ -308,6 +329,7 @@ impl Index {
             .entry(ns.to_string())
             .or_insert_with(|| Namespace {
                 pods: HashMap::new(),
+                external_workloads: HashMap::new(),
                 policy: PolicyNs {
                     namespace: ns.to_string(),
                     ..Default::default()
@@ -351,10 +373,22 @@ impl Index {
             opaque,
             ..
         } = self;
+        // Recomputes one workload; a pod's Server-made opaque ports feed
+        // the destination (whose feed is of pods only).
+        let mut reindex = |ns_name: &str, name: &str, w: &mut WorkloadState, policy: &PolicyNs| {
+            w.reindex(policy, authentications, cluster);
+            if w.info.kind == WorkloadKind::Pod {
+                opaque.set(ns_name, name, w.server_opaque_ports());
+            }
+        };
         let mut reindex_ns = |ns_name: &str, ns: &mut Namespace| {
-            for (name, pod) in ns.pods.iter_mut() {
-                pod.reindex(&ns.policy, authentications, cluster);
-                opaque.set(ns_name, name, pod.server_opaque_ports());
+            let Namespace {
+                pods,
+                external_workloads,
+                policy,
+            } = ns;
+            for (name, w) in pods.iter_mut().chain(external_workloads.iter_mut()) {
+                reindex(ns_name, name, w, policy);
             }
         };
         if pending.all {
@@ -367,15 +401,16 @@ impl Index {
                     reindex_ns(name, ns);
                 }
             }
-            for (ns_name, pod_name) in &pending.pods {
+            for (ns_name, kind, name) in &pending.workloads {
                 if pending.namespaces.contains(ns_name) {
                     continue;
                 }
-                if let Some(ns) = namespaces.get_mut(ns_name)
-                    && let Some(pod) = ns.pods.get_mut(pod_name)
-                {
-                    pod.reindex(&ns.policy, authentications, cluster);
-                    opaque.set(ns_name, pod_name, pod.server_opaque_ports());
+                let Some(ns) = namespaces.get_mut(ns_name) else {
+                    continue;
+                };
+                let (workloads, policy) = ns.workloads_and_policy(*kind);
+                if let Some(w) = workloads.get_mut(name) {
+                    reindex(ns_name, name, w, policy);
                 }
             }
         }
@@ -385,7 +420,23 @@ impl Index {
 
 impl Namespace {
     fn is_empty(&self) -> bool {
-        self.pods.is_empty() && self.policy.is_empty()
+        self.pods.is_empty() && self.external_workloads.is_empty() && self.policy.is_empty()
+    }
+
+    fn workloads_mut(&mut self, kind: WorkloadKind) -> &mut HashMap<String, WorkloadState> {
+        self.workloads_and_policy(kind).0
+    }
+
+    /// The workloads of `kind`, beside the policy they are matched against.
+    fn workloads_and_policy(
+        &mut self,
+        kind: WorkloadKind,
+    ) -> (&mut HashMap<String, WorkloadState>, &PolicyNs) {
+        let workloads = match kind {
+            WorkloadKind::Pod => &mut self.pods,
+            WorkloadKind::External => &mut self.external_workloads,
+        };
+        (workloads, &self.policy)
     }
 }
 
@@ -595,30 +646,51 @@ impl Indexed for Pod {
         if !meshed {
             return Self::remove(index, ns, name);
         }
-        let info = PodInfo::from_pod(&pod);
-        let pods = &mut index.ns_mut(ns).pods;
-        match pods.get_mut(&name) {
-            Some(existing) if existing.info == info => Touched::Nothing,
-            Some(existing) => {
-                if existing.info.port_names != info.port_names {
-                    tracing::warn!("pod port names changed (they are immutable in Kubernetes)");
-                }
-                existing.info = info;
-                Touched::Pod(ns.to_string(), name)
-            }
-            None => {
-                pods.insert(name.clone(), PodState::new(info));
-                Touched::Pod(ns.to_string(), name)
-            }
-        }
+        index.set_workload(ns, name, WorkloadInfo::from_pod(&pod))
     }
 
     fn remove(index: &mut Index, ns: &str, name: String) -> Touched {
-        // Dropping the pod drops its senders, which ends its watches.
-        if let Some(n) = index.namespaces.get_mut(ns) {
-            n.pods.remove(&name);
-        }
         index.opaque.set(ns, &name, Vec::new());
+        index.remove_workload(ns, WorkloadKind::Pod, &name)
+    }
+}
+
+impl Indexed for ExternalWorkload {
+    fn upsert(index: &mut Index, ns: &str, name: String, ew: Self) -> Touched {
+        index.set_workload(ns, name, WorkloadInfo::from_external_workload(&ew))
+    }
+
+    fn remove(index: &mut Index, ns: &str, name: String) -> Touched {
+        index.remove_workload(ns, WorkloadKind::External, &name)
+    }
+}
+
+impl Index {
+    /// Adds or updates a workload; only a changed one needs recomputing.
+    fn set_workload(&mut self, ns: &str, name: String, info: WorkloadInfo) -> Touched {
+        let kind = info.kind;
+        let workloads = self.ns_mut(ns).workloads_mut(kind);
+        match workloads.get_mut(&name) {
+            Some(existing) if existing.info == info => return Touched::Nothing,
+            Some(existing) => {
+                if kind == WorkloadKind::Pod && existing.info.port_names != info.port_names {
+                    tracing::warn!("pod port names changed (they are immutable in Kubernetes)");
+                }
+                existing.info = info;
+            }
+            None => {
+                workloads.insert(name.clone(), WorkloadState::new(info));
+            }
+        }
+        Touched::Workload(ns.to_string(), kind, name)
+    }
+
+    /// Removes a workload. Dropping it drops its senders, which ends its
+    /// watches; nothing else depends on it.
+    fn remove_workload(&mut self, ns: &str, kind: WorkloadKind, name: &str) -> Touched {
+        if let Some(n) = self.namespaces.get_mut(ns) {
+            n.workloads_mut(kind).remove(name);
+        }
         Touched::Nothing
     }
 }
@@ -718,10 +790,9 @@ fn touched_all(changed: bool) -> Touched {
 impl DiscoverInboundServer for SharedIndex<Index> {
     fn watch_inbound_server(
         &self,
-        target: &PodPort,
+        target: &WorkloadPort,
     ) -> Result<watch::Receiver<InboundServer>, LookupError> {
         // The write lock: a lookup may create a default port server.
-        self.write()
-            .pod_server_rx(&target.namespace, &target.pod, target.port)
+        self.write().workload_server_rx(target)
     }
 }

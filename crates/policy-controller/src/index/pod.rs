@@ -1,5 +1,6 @@
-//! A meshed pod in the index: its labels, annotation settings, named ports
-//! and probe paths, and the published server of each of its known ports.
+//! Reading a meshed pod into a [`WorkloadInfo`]: its labels, annotation
+//! settings, named TCP container ports (init containers too) and HTTP
+//! probe paths.
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
@@ -10,42 +11,11 @@ use k8s_openapi::{
     api::core::v1::{Container, ContainerPort, Pod},
     apimachinery::pkg::util::intstr::IntOrString,
 };
-use tokio::sync::watch;
 
-use super::{ClusterInfo, PolicyNs, authz::Authentications, selector::Labels, server::PortRef};
-use crate::core::{
-    DefaultPolicy, InboundServer, PortSet, ProxyProtocol, ServerRef, parse_port_set,
-    routes::default_http_routes,
-};
+use super::workload::{Settings, WorkloadInfo, is_tcp};
+use crate::core::{PortSet, WorkloadKind};
 
-/// Annotation naming the pod's default policy.
-pub const DEFAULT_POLICY_ANNOTATION: &str = k8s_api::labels::DEFAULT_INBOUND_POLICY;
-/// Annotation listing the pod's opaque ports.
-pub const OPAQUE_PORTS_ANNOTATION: &str = k8s_api::labels::OPAQUE_PORTS;
-/// Annotation listing ports whose default policy requires identity.
-pub const REQUIRE_IDENTITY_ANNOTATION: &str = k8s_api::labels::REQUIRE_IDENTITY_INBOUND_PORTS;
-
-/// What the index keeps of a pod's definition.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PodInfo {
-    pub labels: Labels,
-    pub settings: Settings,
-    /// Port name → TCP container ports with that name (init containers too).
-    pub port_names: HashMap<String, PortSet>,
-    /// Port → HTTP probe paths.
-    pub probes: BTreeMap<NonZeroU16, BTreeSet<String>>,
-}
-
-/// Per-pod settings from annotations.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Settings {
-    /// `None`: use the cluster default (also when the annotation is invalid).
-    pub default_policy: Option<DefaultPolicy>,
-    pub opaque_ports: PortSet,
-    pub require_identity_ports: PortSet,
-}
-
-impl PodInfo {
+impl WorkloadInfo {
     pub fn from_pod(pod: &Pod) -> Self {
         let containers: Vec<&Container> = pod
             .spec
@@ -69,6 +39,7 @@ impl PodInfo {
             probes.entry(port).or_default().insert(path);
         }
         Self {
+            kind: WorkloadKind::Pod,
             labels: pod.metadata.labels.clone().unwrap_or_default(),
             settings: Settings::from_annotations(pod.metadata.annotations.as_ref()),
             port_names,
@@ -77,42 +48,8 @@ impl PodInfo {
     }
 }
 
-impl Settings {
-    pub fn from_annotations(annotations: Option<&BTreeMap<String, String>>) -> Self {
-        let Some(anns) = annotations else {
-            return Self::default();
-        };
-        let default_policy = anns.get(DEFAULT_POLICY_ANNOTATION).and_then(|v| {
-            v.parse()
-                .map_err(|error| {
-                    tracing::warn!(%error, "invalid {DEFAULT_POLICY_ANNOTATION} annotation; using the cluster default")
-                })
-                .ok()
-        });
-        let ports = |key: &str| {
-            anns.get(key)
-                .map(|v| {
-                    parse_port_set(v).unwrap_or_else(|| {
-                        tracing::warn!(value = %v, "invalid {key} annotation; treating it as empty");
-                        PortSet::new()
-                    })
-                })
-                .unwrap_or_default()
-        };
-        Self {
-            default_policy,
-            opaque_ports: ports(OPAQUE_PORTS_ANNOTATION),
-            require_identity_ports: ports(REQUIRE_IDENTITY_ANNOTATION),
-        }
-    }
-}
-
 fn tcp_port(port: &ContainerPort) -> Option<NonZeroU16> {
-    if port
-        .protocol
-        .as_deref()
-        .is_some_and(|p| !p.eq_ignore_ascii_case("TCP"))
-    {
+    if !is_tcp(port.protocol.as_deref()) {
         return None;
     }
     u16::try_from(port.container_port)
@@ -155,165 +92,12 @@ fn probe_paths(c: &Container) -> impl Iterator<Item = (NonZeroU16, String)> + '_
         })
 }
 
-/// A pod in the index.
-#[derive(Debug)]
-pub(super) struct PodState {
-    pub info: PodInfo,
-    pub port_servers: BTreeMap<NonZeroU16, PortServer>,
-}
-
-/// The published server of one port.
-#[derive(Debug)]
-pub(super) struct PortServer {
-    /// The Server resource, or `None` for the default server.
-    pub server: Option<String>,
-    pub tx: watch::Sender<InboundServer>,
-}
-
-impl PodState {
-    pub fn new(info: PodInfo) -> Self {
-        Self {
-            info,
-            port_servers: BTreeMap::new(),
-        }
-    }
-
-    fn probe_paths(&self, port: NonZeroU16) -> impl Iterator<Item = &str> {
-        self.info
-            .probes
-            .get(&port)
-            .into_iter()
-            .flatten()
-            .map(String::as_str)
-    }
-
-    fn select_ports(&self, port: &PortRef) -> Vec<NonZeroU16> {
-        match port {
-            PortRef::Number(p) => vec![*p],
-            PortRef::Name(name) => self
-                .info
-                .port_names
-                .get(name)
-                .into_iter()
-                .flatten()
-                .copied()
-                .collect(),
-        }
-    }
-
-    /// The default server of `port` for this pod.
-    pub fn default_server(&self, port: NonZeroU16, cluster: &ClusterInfo) -> InboundServer {
-        let settings = &self.info.settings;
-        let protocol = if settings.opaque_ports.contains(&port) {
-            ProxyProtocol::Opaque
-        } else {
-            ProxyProtocol::Detect {
-                timeout: cluster.detect_timeout,
-            }
-        };
-        let mut policy = settings.default_policy.unwrap_or(cluster.default_policy);
-        if settings.require_identity_ports.contains(&port) {
-            policy = policy.require_identity();
-        }
-        InboundServer {
-            reference: ServerRef::Default(policy.as_str()),
-            protocol,
-            authorizations: policy.authorizations(&cluster.networks),
-            http_routes: default_http_routes(self.probe_paths(port), &cluster.probe_networks),
-            grpc_routes: Default::default(),
-            ratelimit: None,
-        }
-    }
-
-    /// Recomputes the server of every port Servers select and of every
-    /// known port, publishing only real changes. The oldest Server (then
-    /// the first by name) wins a contested port.
-    pub fn reindex(&mut self, policy: &PolicyNs, authns: &Authentications, cluster: &ClusterInfo) {
-        let mut unmatched: BTreeSet<NonZeroU16> = self.port_servers.keys().copied().collect();
-        let mut matched: BTreeMap<NonZeroU16, &str> = BTreeMap::new();
-        for (name, srv) in policy.servers_by_age() {
-            let Some(selector) = &srv.pod_selector else {
-                continue;
-            };
-            if !selector.matches(&self.info.labels) {
-                continue;
-            }
-            for port in self.select_ports(&srv.port) {
-                if let Some(winner) = matched.get(&port) {
-                    tracing::warn!(%port, server = %winner, conflict = %name, "Port already matched by another server; skipping");
-                    continue;
-                }
-                let server =
-                    policy.inbound_server(name, srv, authns, cluster, self.probe_paths(port));
-                self.publish(port, Some(name), server);
-                matched.insert(port, name);
-                unmatched.remove(&port);
-            }
-        }
-        for port in unmatched {
-            let server = self.default_server(port, cluster);
-            self.publish(port, None, server);
-        }
-    }
-
-    fn publish(&mut self, port: NonZeroU16, name: Option<&str>, server: InboundServer) {
-        match self.port_servers.get_mut(&port) {
-            None => {
-                let (tx, _) = watch::channel(server);
-                self.port_servers.insert(
-                    port,
-                    PortServer {
-                        server: name.map(str::to_string),
-                        tx,
-                    },
-                );
-            }
-            Some(ps) => {
-                if ps.server.as_deref() != name {
-                    ps.server = name.map(str::to_string);
-                }
-                ps.tx.send_if_modified(|current| {
-                    if *current == server {
-                        return false;
-                    }
-                    *current = server;
-                    true
-                });
-            }
-        }
-    }
-
-    /// The ports a Server (not a default) makes opaque, sorted.
-    pub fn server_opaque_ports(&self) -> Vec<u16> {
-        self.port_servers
-            .iter()
-            .filter(|(_, ps)| {
-                ps.server.is_some() && matches!(ps.tx.borrow().protocol, ProxyProtocol::Opaque)
-            })
-            .map(|(port, _)| port.get())
-            .collect()
-    }
-
-    /// A receiver of `port`'s server, creating the default server of an
-    /// unknown port.
-    pub fn subscribe(
-        &mut self,
-        port: NonZeroU16,
-        cluster: &ClusterInfo,
-    ) -> watch::Receiver<InboundServer> {
-        if let Some(ps) = self.port_servers.get(&port) {
-            return ps.tx.subscribe();
-        }
-        let (tx, rx) = watch::channel(self.default_server(port, cluster));
-        self.port_servers
-            .insert(port, PortServer { server: None, tx });
-        rx
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::index::workload::{
+        DEFAULT_POLICY_ANNOTATION, OPAQUE_PORTS_ANNOTATION, REQUIRE_IDENTITY_ANNOTATION,
+    };
 
     #[test]
     fn pod_info_reads_ports_probes_and_annotations() {
@@ -352,7 +136,8 @@ mod tests {
             }
         }))
         .expect("pod");
-        let info = PodInfo::from_pod(&pod);
+        let info = WorkloadInfo::from_pod(&pod);
+        assert_eq!(info.kind, WorkloadKind::Pod);
         let p = |n| NonZeroU16::new(n).expect("nonzero");
         assert_eq!(
             info.port_names["http"],

@@ -1,5 +1,5 @@
-//! `Server` resources as the index uses them: selector, port, protocol,
-//! access policy and age.
+//! `Server` resources as the index uses them: workload selector (pods or
+//! external workloads), port, protocol, access policy and age.
 
 use std::{num::NonZeroU16, time::SystemTime};
 
@@ -10,15 +10,15 @@ use super::{
     ClusterInfo, InvalidResource,
     selector::{Labels, Selector},
 };
-use crate::core::{DefaultPolicy, ProxyProtocol};
+use crate::core::{DefaultPolicy, ProxyProtocol, WorkloadKind};
 
 /// The parts of a Server that matter to policy.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ServerSpec {
     /// The Server's own labels (ServerAuthorization selectors match them).
     pub labels: Labels,
-    /// `None` when the Server selects external workloads, not pods.
-    pub pod_selector: Option<Selector>,
+    /// The workloads whose ports the Server may select.
+    pub selector: WorkloadSelector,
     pub port: PortRef,
     pub protocol: ProxyProtocol,
     /// `accessPolicy`; `None` (unset, `deny` or invalid) adds nothing.
@@ -26,11 +26,30 @@ pub struct ServerSpec {
     pub created_at: Option<SystemTime>,
 }
 
+/// A Server's `podSelector` or `externalWorkloadSelector`: each selects
+/// only workloads of its own kind.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WorkloadSelector {
+    Pods(Selector),
+    ExternalWorkloads(Selector),
+}
+
+impl WorkloadSelector {
+    /// Whether a workload of `kind` labelled `labels` is selected.
+    pub fn selects(&self, kind: WorkloadKind, labels: &Labels) -> bool {
+        match (self, kind) {
+            (Self::Pods(s), WorkloadKind::Pod)
+            | (Self::ExternalWorkloads(s), WorkloadKind::External) => s.matches(labels),
+            _ => false,
+        }
+    }
+}
+
 /// A Server's `port`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PortRef {
     Number(NonZeroU16),
-    /// Every container port with this name.
+    /// Every container port (or the external workload port) with this name.
     Name(String),
 }
 
@@ -45,15 +64,12 @@ impl ServerSpec {
                 .ok_or(InvalidResource::Port(*n))?,
             IntOrString::String(name) => PortRef::Name(name.clone()),
         };
-        let pod_selector = match (&srv.spec.pod_selector, &srv.spec.external_workload_selector) {
+        let selector = match (&srv.spec.pod_selector, &srv.spec.external_workload_selector) {
             (None, None) => return Err(InvalidResource::NoServerSelector),
             (Some(_), Some(_)) => return Err(InvalidResource::BothServerSelectors),
-            (Some(pods), None) => Some(Selector::try_from(pods)?),
+            (Some(pods), None) => WorkloadSelector::Pods(Selector::try_from(pods)?),
             (None, Some(external)) => {
-                // Nothing selects external workloads yet; the selector must
-                // still be one the index could evaluate.
-                Selector::try_from(external)?;
-                None
+                WorkloadSelector::ExternalWorkloads(Selector::try_from(external)?)
             }
         };
         let access_policy = match srv.spec.access_policy.as_deref() {
@@ -68,7 +84,7 @@ impl ServerSpec {
         };
         Ok(Self {
             labels: srv.metadata.labels.clone().unwrap_or_default(),
-            pod_selector,
+            selector,
             port,
             protocol: protocol(srv.spec.proxy_protocol, cluster),
             access_policy,

@@ -1032,3 +1032,6 @@ fn opaque_servers_feed_the_destination_without_a_port_lookup() {
 
 #[path = "ratelimit_tests.rs"]
 mod ratelimit_tests;
+
+#[path = "external_workload_tests.rs"]
+mod external_workload_tests;

@@ -1,0 +1,238 @@
+//! A workload in the index, a meshed pod or an external workload: its
+//! labels, annotation settings, named ports and probe paths, and the
+//! published server of each of its known ports. Both kinds share this
+//! state and its Server matching; [`super::pod`] and
+//! [`super::external_workload`] read their resources into it.
+
+use std::{
+    collections::{BTreeMap, BTreeSet, HashMap},
+    num::NonZeroU16,
+};
+
+use tokio::sync::watch;
+
+use super::{ClusterInfo, PolicyNs, authz::Authentications, selector::Labels, server::PortRef};
+use crate::core::{
+    DefaultPolicy, InboundServer, PortSet, ProxyProtocol, ServerRef, WorkloadKind, parse_port_set,
+    routes::default_http_routes,
+};
+
+/// Annotation naming the workload's default policy.
+pub const DEFAULT_POLICY_ANNOTATION: &str = k8s_api::labels::DEFAULT_INBOUND_POLICY;
+/// Annotation listing the workload's opaque ports.
+pub const OPAQUE_PORTS_ANNOTATION: &str = k8s_api::labels::OPAQUE_PORTS;
+/// Annotation listing ports whose default policy requires identity.
+pub const REQUIRE_IDENTITY_ANNOTATION: &str = k8s_api::labels::REQUIRE_IDENTITY_INBOUND_PORTS;
+
+/// What the index keeps of a workload's definition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkloadInfo {
+    /// Which Servers may select it (`podSelector` or
+    /// `externalWorkloadSelector` ones).
+    pub kind: WorkloadKind,
+    pub labels: Labels,
+    pub settings: Settings,
+    /// Port name → TCP ports with that name (a pod's containers may repeat
+    /// a name; an external workload's names are unique).
+    pub port_names: HashMap<String, PortSet>,
+    /// Port → HTTP probe paths (none for external workloads).
+    pub probes: BTreeMap<NonZeroU16, BTreeSet<String>>,
+}
+
+/// Per-workload settings from annotations.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Settings {
+    /// `None`: use the cluster default (also when the annotation is invalid).
+    pub default_policy: Option<DefaultPolicy>,
+    pub opaque_ports: PortSet,
+    pub require_identity_ports: PortSet,
+}
+
+impl Settings {
+    pub fn from_annotations(annotations: Option<&BTreeMap<String, String>>) -> Self {
+        let Some(anns) = annotations else {
+            return Self::default();
+        };
+        let default_policy = anns.get(DEFAULT_POLICY_ANNOTATION).and_then(|v| {
+            v.parse()
+                .map_err(|error| {
+                    tracing::warn!(%error, "invalid {DEFAULT_POLICY_ANNOTATION} annotation; using the cluster default")
+                })
+                .ok()
+        });
+        let ports = |key: &str| {
+            anns.get(key)
+                .map(|v| {
+                    parse_port_set(v).unwrap_or_else(|| {
+                        tracing::warn!(value = %v, "invalid {key} annotation; treating it as empty");
+                        PortSet::new()
+                    })
+                })
+                .unwrap_or_default()
+        };
+        Self {
+            default_policy,
+            opaque_ports: ports(OPAQUE_PORTS_ANNOTATION),
+            require_identity_ports: ports(REQUIRE_IDENTITY_ANNOTATION),
+        }
+    }
+}
+
+/// Whether a port's `protocol` is TCP (the default when unset).
+pub(super) fn is_tcp(protocol: Option<&str>) -> bool {
+    protocol.is_none_or(|p| p.eq_ignore_ascii_case("TCP"))
+}
+
+/// A workload in the index.
+#[derive(Debug)]
+pub(super) struct WorkloadState {
+    pub info: WorkloadInfo,
+    pub port_servers: BTreeMap<NonZeroU16, PortServer>,
+}
+
+/// The published server of one port.
+#[derive(Debug)]
+pub(super) struct PortServer {
+    /// The Server resource, or `None` for the default server.
+    pub server: Option<String>,
+    pub tx: watch::Sender<InboundServer>,
+}
+
+impl WorkloadState {
+    pub fn new(info: WorkloadInfo) -> Self {
+        Self {
+            info,
+            port_servers: BTreeMap::new(),
+        }
+    }
+
+    fn probe_paths(&self, port: NonZeroU16) -> impl Iterator<Item = &str> {
+        self.info
+            .probes
+            .get(&port)
+            .into_iter()
+            .flatten()
+            .map(String::as_str)
+    }
+
+    fn select_ports(&self, port: &PortRef) -> Vec<NonZeroU16> {
+        match port {
+            PortRef::Number(p) => vec![*p],
+            PortRef::Name(name) => self
+                .info
+                .port_names
+                .get(name)
+                .into_iter()
+                .flatten()
+                .copied()
+                .collect(),
+        }
+    }
+
+    /// The default server of `port` for this workload.
+    pub fn default_server(&self, port: NonZeroU16, cluster: &ClusterInfo) -> InboundServer {
+        let settings = &self.info.settings;
+        let protocol = if settings.opaque_ports.contains(&port) {
+            ProxyProtocol::Opaque
+        } else {
+            ProxyProtocol::Detect {
+                timeout: cluster.detect_timeout,
+            }
+        };
+        let mut policy = settings.default_policy.unwrap_or(cluster.default_policy);
+        if settings.require_identity_ports.contains(&port) {
+            policy = policy.require_identity();
+        }
+        InboundServer {
+            reference: ServerRef::Default(policy.as_str()),
+            protocol,
+            authorizations: policy.authorizations(&cluster.networks),
+            http_routes: default_http_routes(self.probe_paths(port), &cluster.probe_networks),
+            grpc_routes: Default::default(),
+            ratelimit: None,
+        }
+    }
+
+    /// Recomputes the server of every port Servers select and of every
+    /// known port, publishing only real changes. Only Servers selecting
+    /// this workload's kind apply. The oldest Server (then the first by
+    /// name) wins a contested port.
+    pub fn reindex(&mut self, policy: &PolicyNs, authns: &Authentications, cluster: &ClusterInfo) {
+        let mut unmatched: BTreeSet<NonZeroU16> = self.port_servers.keys().copied().collect();
+        let mut matched: BTreeMap<NonZeroU16, &str> = BTreeMap::new();
+        for (name, srv) in policy.servers_by_age() {
+            if !srv.selector.selects(self.info.kind, &self.info.labels) {
+                continue;
+            }
+            for port in self.select_ports(&srv.port) {
+                if let Some(winner) = matched.get(&port) {
+                    tracing::warn!(%port, server = %winner, conflict = %name, "Port already matched by another server; skipping");
+                    continue;
+                }
+                let server =
+                    policy.inbound_server(name, srv, authns, cluster, self.probe_paths(port));
+                self.publish(port, Some(name), server);
+                matched.insert(port, name);
+                unmatched.remove(&port);
+            }
+        }
+        for port in unmatched {
+            let server = self.default_server(port, cluster);
+            self.publish(port, None, server);
+        }
+    }
+
+    fn publish(&mut self, port: NonZeroU16, name: Option<&str>, server: InboundServer) {
+        match self.port_servers.get_mut(&port) {
+            None => {
+                let (tx, _) = watch::channel(server);
+                self.port_servers.insert(
+                    port,
+                    PortServer {
+                        server: name.map(str::to_string),
+                        tx,
+                    },
+                );
+            }
+            Some(ps) => {
+                if ps.server.as_deref() != name {
+                    ps.server = name.map(str::to_string);
+                }
+                ps.tx.send_if_modified(|current| {
+                    if *current == server {
+                        return false;
+                    }
+                    *current = server;
+                    true
+                });
+            }
+        }
+    }
+
+    /// The ports a Server (not a default) makes opaque, sorted.
+    pub fn server_opaque_ports(&self) -> Vec<u16> {
+        self.port_servers
+            .iter()
+            .filter(|(_, ps)| {
+                ps.server.is_some() && matches!(ps.tx.borrow().protocol, ProxyProtocol::Opaque)
+            })
+            .map(|(port, _)| port.get())
+            .collect()
+    }
+
+    /// A receiver of `port`'s server, creating the default server of an
+    /// unknown port.
+    pub fn subscribe(
+        &mut self,
+        port: NonZeroU16,
+        cluster: &ClusterInfo,
+    ) -> watch::Receiver<InboundServer> {
+        if let Some(ps) = self.port_servers.get(&port) {
+            return ps.tx.subscribe();
+        }
+        let (tx, rx) = watch::channel(self.default_server(port, cluster));
+        self.port_servers
+            .insert(port, PortServer { server: None, tx });
+        rx
+    }
+}

@@ -8,6 +8,7 @@ use k8s_api::{
         MeshTLSAuthentication, NetworkAuthentication, Server, ServerAuthorization,
     },
     service_profile::ServiceProfile,
+    workload::ExternalWorkload,
 };
 use k8s_openapi::api::{
     apps::v1::ReplicaSet,
@@ -139,6 +140,8 @@ macro_rules! crd_watch {
 crd_watch! {
     /// ServiceProfiles (linkerd.io/v1alpha2).
     service_profiles => ServiceProfile, "serviceprofiles";
+    /// ExternalWorkloads (workload.linkerd.io).
+    external_workloads => ExternalWorkload, "externalworkloads";
     /// Servers (policy.linkerd.io).
     servers => Server, "servers";
     /// ServerAuthorizations (policy.linkerd.io).

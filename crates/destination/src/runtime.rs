@@ -195,6 +195,11 @@ impl Args {
 /// proxies retry with a backoff).
 const SYNC_WAIT: Duration = Duration::from_secs(10);
 
+/// How long shutdown waits for the EndpointSlice writer to release its
+/// Lease (each API call of the release is bounded by the writer's own
+/// timeout).
+const WRITER_STOP_GRACE: Duration = Duration::from_secs(10);
+
 /// How long shutdown waits for open streams to send their OK trailers
 /// before the server's own graceful shutdown starts.
 const STREAM_DRAIN_GRACE: Duration = Duration::from_secs(5);
@@ -284,6 +289,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         caches.push(synced.clone());
         readiness.register_cache(name, synced, failing);
     }
+    let mut writer_task = None;
     if let Some((writer, claimant)) = slice_writer {
         // Not part of /ready: serving never waits on the writer.
         let workloads = writer
@@ -296,7 +302,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             workloads,
         ]);
         let params = external_workloads::lease_params(&args.controller_namespace, &claimant);
-        tokio::spawn(writer.run(client.clone(), params, writer_synced, shutdown.clone()));
+        writer_task = Some(tokio::spawn(writer.run(
+            client.clone(),
+            params,
+            writer_synced,
+            shutdown.clone(),
+        )));
     }
     let synced = meridian_runtime::readiness::initial_sync(caches);
 
@@ -355,6 +366,13 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             grpc_stream::after_streams_end(shutdown.clone().requested(), STREAM_DRAIN_GRACE),
         );
     let (grpc, admin) = tokio::join!(grpc, admin.serve(shutdown));
+    if let Some(task) = writer_task {
+        // It finishes its current Service, then releases the Lease so
+        // another replica takes over at once.
+        if tokio::time::timeout(WRITER_STOP_GRACE, task).await.is_err() {
+            tracing::warn!("the EndpointSlice writer did not stop in time");
+        }
+    }
     grpc.context("gRPC server")?;
     admin.context("admin server")?;
     tracing::info!("stopped");

@@ -10,11 +10,14 @@
 //! - `deploy`: started with `deploy/`'s exact arguments and RBAC;
 //! - `explain`: `meridian-cli explain`, one broken axis at a time;
 //! - `introspect`: the admin port's streams, targets and audit;
-//! - `overload`: stream limits, bad peers, denied and unreachable API servers.
+//! - `overload`: stream limits, bad peers, denied and unreachable API servers;
+//! - `external_workload_slices`: the leader-elected EndpointSlice writer for
+//!   Services selecting ExternalWorkloads.
 
 mod common;
 mod deploy;
 mod explain;
+mod external_workload_slices;
 mod get;
 mod introspect;
 mod overload;

@@ -41,7 +41,7 @@ use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 
 use self::{
-    queue::{QueueMetrics, WorkQueue},
+    queue::{QueueCollector, QueueMetrics, WorkQueue},
     state::WriterState,
     tracker::Tracker,
     writer::WriteError,
@@ -104,11 +104,15 @@ pub fn lease_params(namespace: &str, claimant: &str) -> lease::LeaseParams {
 impl SliceWriter {
     /// A writer whose queue metrics go to `registry` if given (the
     /// original's `-export-queue-metrics`).
-    pub fn new(registry: Option<&mut Registry>) -> Self {
-        let metrics = registry.map_or_else(QueueMetrics::default, |r| {
-            QueueMetrics::register(r, QUEUE_NAME)
-        });
+    pub fn new(mut registry: Option<&mut Registry>) -> Self {
+        let metrics = match registry.as_deref_mut() {
+            Some(r) => QueueMetrics::register(r, QUEUE_NAME),
+            None => QueueMetrics::default(),
+        };
         let queue = WorkQueue::new(metrics);
+        if let Some(r) = registry {
+            r.register_collector(Box::new(QueueCollector::new(queue.clone(), QUEUE_NAME)));
+        }
         let leading = Arc::new(AtomicBool::new(false));
         let state = Arc::new(RwLock::new(WriterState::new(
             queue.clone(),

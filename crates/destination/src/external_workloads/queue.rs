@@ -4,7 +4,8 @@
 //! add meanwhile brings it back once it is done), and a failed key comes
 //! back after a per-key exponential backoff until its retry budget is
 //! spent, then it is dropped. Its metrics are the original's
-//! `workqueue_*{name}` series.
+//! `workqueue_*{name}` series ([`QueueMetrics`], and [`QueueCollector`]
+//! for the two read when scraped).
 
 use std::{
     collections::{HashMap, HashSet, VecDeque},
@@ -14,11 +15,13 @@ use std::{
 
 use parking_lot::Mutex;
 use prometheus_client::{
-    encoding::EncodeLabelSet,
+    collector::Collector,
+    encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric},
     metrics::{
+        MetricType,
         counter::Counter,
         family::Family,
-        gauge::Gauge,
+        gauge::{ConstGauge, Gauge},
         histogram::{Histogram, exponential_buckets},
     },
     registry::Registry,
@@ -254,6 +257,16 @@ impl WorkQueue {
         self.metrics.depth.set(0);
     }
 
+    /// How long each key being processed has been (seconds).
+    fn running(&self) -> Vec<f64> {
+        self.inner
+            .lock()
+            .processing
+            .values()
+            .map(|at| at.elapsed().as_secs_f64())
+            .collect()
+    }
+
     /// Keys waiting.
     pub fn len(&self) -> usize {
         self.inner.lock().queue.len()
@@ -261,6 +274,50 @@ impl WorkQueue {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// `workqueue_unfinished_work_seconds{name}` and
+/// `workqueue_longest_running_processor_seconds{name}`, computed from the
+/// keys in processing when scraped.
+#[derive(Debug)]
+pub struct QueueCollector {
+    queue: Arc<WorkQueue>,
+    labels: QueueLabels,
+}
+
+impl QueueCollector {
+    pub fn new(queue: Arc<WorkQueue>, name: &str) -> Self {
+        Self {
+            queue,
+            labels: QueueLabels {
+                name: name.to_string(),
+            },
+        }
+    }
+}
+
+impl Collector for QueueCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let running = self.queue.running();
+        let unfinished: f64 = running.iter().sum();
+        let longest = running.iter().copied().fold(0.0, f64::max);
+        for (name, help, value) in [
+            (
+                "workqueue_unfinished_work_seconds",
+                "How many seconds of work in progress has not been observed by work_duration yet",
+                unfinished,
+            ),
+            (
+                "workqueue_longest_running_processor_seconds",
+                "How many seconds the longest running processor of the workqueue has been running",
+                longest,
+            ),
+        ] {
+            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+            ConstGauge::new(value).encode(family.encode_family(&self.labels)?)?;
+        }
+        Ok(())
     }
 }
 
@@ -326,6 +383,45 @@ mod tests {
         q.clear();
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(q.is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_metrics_have_the_originals_names() {
+        let mut registry = Registry::default();
+        let q = WorkQueue::new(QueueMetrics::register(
+            &mut registry,
+            "endpoints_controller_workqueue",
+        ));
+        registry.register_collector(Box::new(QueueCollector::new(
+            q.clone(),
+            "endpoints_controller_workqueue",
+        )));
+        q.add("ns/a");
+        q.add("ns/b");
+        let key = q.next().await;
+        assert!(q.retry(&key, 1));
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
+        for line in [
+            "workqueue_depth{name=\"endpoints_controller_workqueue\"} 1",
+            "workqueue_adds_total{name=\"endpoints_controller_workqueue\"} 2",
+            "workqueue_retries_total{name=\"endpoints_controller_workqueue\"} 1",
+            "workqueue_drops_total{name=\"endpoints_controller_workqueue\"} 0",
+            "workqueue_queue_duration_seconds_count{name=\"endpoints_controller_workqueue\"} 1",
+            "workqueue_work_duration_seconds_count{name=\"endpoints_controller_workqueue\"} 0",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in:\n{text}");
+        }
+        for name in [
+            "workqueue_unfinished_work_seconds{name=\"endpoints_controller_workqueue\"} ",
+            "workqueue_longest_running_processor_seconds{name=\"endpoints_controller_workqueue\"} ",
+        ] {
+            assert!(
+                text.lines().any(|l| l.starts_with(name)),
+                "{name} in:\n{text}"
+            );
+        }
+        q.done(&key);
     }
 
     #[test]

@@ -40,6 +40,9 @@
 //! - [`grpc`]: the thin gRPC layer (requests in, shared frames out);
 //! - [`policy_link`]: the link to the policy controller (Server-derived
 //!   opaque ports), emitting typed updates;
+//! - [`external_workloads`]: the leader-elected EndpointSlice writer for
+//!   Services selecting ExternalWorkloads (reads Kubernetes objects, writes
+//!   slices; the index reads those like any other slice);
 //! - [`metrics`]: Prometheus metrics (index series read at scrape time);
 //! - [`admin`]: introspection on the admin port (open streams, targets'
 //!   shared state, the consistency audit);
@@ -48,6 +51,7 @@
 pub mod admin;
 pub mod config;
 pub mod core;
+pub mod external_workloads;
 pub mod grpc;
 pub mod index;
 pub mod k8s;

@@ -1,11 +1,12 @@
 //! `destination` flags and wiring: watches into the index, the gRPC server,
-//! the admin server, and graceful shutdown.
+//! the admin server, the ExternalWorkload EndpointSlice writer, and
+//! graceful shutdown.
 
 use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use anyhow::Context;
 use clap::{ArgAction, Parser};
-use k8s_index::{IndexMetrics, resources};
+use k8s_index::{IndexMetrics, Tee, resources};
 use meridian_runtime::{
     AdminServer, ConnectionMetrics, GoFlag, GoFlagKind, GoFlagMeaning, GoFlagSet, KubeClientArgs,
     LogArgs, Readiness, Shutdown, goflags::LOG_FLAGS, parse_listen_addr,
@@ -16,6 +17,7 @@ use prometheus_client::registry::Registry;
 use crate::{
     admin::{AuditMetrics, Introspection},
     config::{TranslatorConfig, TranslatorFlags},
+    external_workloads::{self, SliceWriter},
     grpc::{DestinationService, streams::StreamRegistry},
     index::EndpointsIndex,
     metrics::{DestinationMetrics, IndexCollector},
@@ -68,9 +70,15 @@ pub struct Args {
     #[arg(long, action = ArgAction::Set, default_value_t = true)]
     pub enable_h2_upgrade: bool,
 
-    /// Read EndpointSlices (the only source Meridian reads; `false` is logged and ignored).
+    /// Run the leader-elected writer of EndpointSlices for Services
+    /// selecting ExternalWorkloads (as the original does when slices are
+    /// enabled). Meridian reads EndpointSlices either way.
     #[arg(long, action = ArgAction::Set, default_value_t = true)]
     pub enable_endpoint_slices: bool,
+
+    /// Export the EndpointSlice writer's `workqueue_*` metrics.
+    #[arg(long, action = ArgAction::Set, default_value_t = true)]
+    pub export_queue_metrics: bool,
 
     /// Serve IPv6 endpoints (preferred over IPv4 for dual-stack pods).
     #[arg(long, action = ArgAction::Set, default_value_t = true)]
@@ -150,11 +158,7 @@ pub const GO_FLAGS: GoFlagSet = GoFlagSet {
             GoFlagKind::Bool,
             "Meridian has no pprof endpoints (Go runtime profiling)",
         ),
-        GoFlag::ignored(
-            "export-queue-metrics",
-            GoFlagKind::Bool,
-            "Meridian has no external-workload controller queue",
-        ),
+        GoFlag::same("export-queue-metrics", GoFlagKind::Bool),
         GoFlag::ignored(
             "trace-collector",
             GoFlagKind::Value,
@@ -192,9 +196,32 @@ impl Args {
 /// proxies retry with a backoff).
 const SYNC_WAIT: Duration = Duration::from_secs(10);
 
+/// How long shutdown waits for the EndpointSlice writer to release its
+/// Lease (each API call of the release is bounded by the writer's own
+/// timeout).
+const WRITER_STOP_GRACE: Duration = Duration::from_secs(10);
+
 /// How long shutdown waits for open streams to send their OK trailers
 /// before the server's own graceful shutdown starts.
 const STREAM_DRAIN_GRACE: Duration = Duration::from_secs(5);
+
+/// The EndpointSlice writer and its Lease claimant (`HOSTNAME`, the pod
+/// name), if `--enable-endpoint-slices` asks for it and `HOSTNAME` is set.
+fn slice_writer(args: &Args, registry: &mut Registry) -> Option<(SliceWriter, String)> {
+    if !args.enable_endpoint_slices {
+        return None;
+    }
+    let Some(claimant) = std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()) else {
+        tracing::error!(
+            "HOSTNAME is not set: not running the ExternalWorkload EndpointSlice writer \
+             (it names this replica in the {} Lease); serving continues",
+            external_workloads::LEASE_NAME
+        );
+        return None;
+    };
+    let registry = args.export_queue_metrics.then_some(registry);
+    Some((SliceWriter::new(registry), claimant))
+}
 
 /// Runs the destination until SIGTERM/SIGINT.
 pub async fn run(args: Args) -> anyhow::Result<()> {
@@ -202,8 +229,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         // The chart passes its `enableEndpointSlices` value; Endpoints are
         // deprecated and Meridian reads EndpointSlices only.
         tracing::warn!(
-            "-enable-endpoint-slices=false has no effect: Meridian reads EndpointSlices only \
-             (its ServiceAccount needs list/watch on discovery.k8s.io/endpointslices)"
+            "-enable-endpoint-slices=false: Meridian still reads EndpointSlices only \
+             (its ServiceAccount needs list/watch on discovery.k8s.io/endpointslices); \
+             the ExternalWorkload EndpointSlice writer is off"
         );
     }
     let config = Arc::new(args.translator_config().context("invalid flags")?);
@@ -225,15 +253,42 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 
     let index = Arc::new(RwLock::new(EndpointsIndex::new(config.clone())));
     registry.register_collector(Box::new(IndexCollector::new(index.clone())));
+    // The ExternalWorkload EndpointSlice writer reads the same Service and
+    // EndpointSlice watches as the index (teed), plus its own of workloads.
+    let slice_writer = slice_writer(&args, &mut registry);
+    let (services, endpoint_slices, external_workloads) = match &slice_writer {
+        Some((writer, _)) => (
+            resources::services(
+                client.clone(),
+                Tee::shared(index.clone(), writer.state()),
+                &index_metrics,
+            ),
+            resources::endpoint_slices(
+                client.clone(),
+                Tee::shared(index.clone(), writer.state()),
+                &index_metrics,
+            ),
+            resources::external_workloads(
+                client.clone(),
+                Tee::shared(index.clone(), writer.state()),
+                &index_metrics,
+            ),
+        ),
+        None => (
+            resources::services(client.clone(), index.clone(), &index_metrics),
+            resources::endpoint_slices(client.clone(), index.clone(), &index_metrics),
+            resources::external_workloads(client.clone(), index.clone(), &index_metrics),
+        ),
+    };
     let watches = [
-        resources::services(client.clone(), index.clone(), &index_metrics),
-        resources::endpoint_slices(client.clone(), index.clone(), &index_metrics),
+        services,
+        endpoint_slices,
         resources::pods(client.clone(), None, index.clone(), &index_metrics),
         resources::nodes(client.clone(), index.clone(), &index_metrics),
         resources::replica_sets(client.clone(), index.clone(), &index_metrics),
         resources::jobs(client.clone(), index.clone(), &index_metrics),
         resources::service_profiles(client.clone(), index.clone(), &index_metrics),
-        resources::external_workloads(client.clone(), index.clone(), &index_metrics),
+        external_workloads,
     ];
     let mut caches = Vec::with_capacity(watches.len());
     for watch in watches {
@@ -242,6 +297,23 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         let synced = watch.spawn();
         caches.push(synced.clone());
         readiness.register_cache(name, synced, failing);
+    }
+    let mut writer_task = None;
+    if let Some((writer, claimant)) = slice_writer {
+        // `caches` starts with the Service and EndpointSlice watches; the
+        // ExternalWorkload watch is the last (all three teed to the writer).
+        let writer_synced = meridian_runtime::readiness::initial_sync(vec![
+            caches[0].clone(),
+            caches[1].clone(),
+            caches[caches.len() - 1].clone(),
+        ]);
+        let params = external_workloads::lease_params(&args.controller_namespace, &claimant);
+        writer_task = Some(tokio::spawn(writer.run(
+            client.clone(),
+            params,
+            writer_synced,
+            shutdown.clone(),
+        )));
     }
     let synced = meridian_runtime::readiness::initial_sync(caches);
 
@@ -327,6 +399,13 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             grpc_stream::after_streams_end(shutdown.clone().requested(), STREAM_DRAIN_GRACE),
         );
     let (grpc, admin) = tokio::join!(grpc, admin.serve(shutdown));
+    if let Some(task) = writer_task {
+        // It finishes its current Service, then releases the Lease so
+        // another replica takes over at once.
+        if tokio::time::timeout(WRITER_STOP_GRACE, task).await.is_err() {
+            tracing::warn!("the EndpointSlice writer did not stop in time");
+        }
+    }
     grpc.context("gRPC server")?;
     admin.context("admin server")?;
     tracing::info!("stopped");

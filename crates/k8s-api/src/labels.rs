@@ -123,3 +123,11 @@ pub const ENV_PROXY_INBOUND_LISTEN_ADDR: &str = "LINKERD2_PROXY_INBOUND_LISTEN_A
 pub const ENV_PROXY_ADMIN_LISTEN_ADDR: &str = "LINKERD2_PROXY_ADMIN_LISTEN_ADDR";
 /// Proxy env var with the control listen address.
 pub const ENV_PROXY_CONTROL_LISTEN_ADDR: &str = "LINKERD2_PROXY_CONTROL_LISTEN_ADDR";
+
+/// EndpointSlice label naming the controller that writes the slice.
+pub const ENDPOINT_SLICE_MANAGED_BY: &str = "endpointslice.kubernetes.io/managed-by";
+/// The `managed-by` value of the EndpointSlices the destination writes for
+/// Services selecting ExternalWorkloads.
+pub const EXTERNAL_WORKLOADS_CONTROLLER: &str = "linkerd-external-workloads-controller";
+/// EndpointSlice label of headless Services' slices (value empty).
+pub const SERVICE_HEADLESS: &str = "service.kubernetes.io/headless";

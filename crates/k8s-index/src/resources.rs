@@ -141,6 +141,8 @@ macro_rules! crd_watch {
 crd_watch! {
     /// ServiceProfiles (linkerd.io/v1alpha2).
     service_profiles => ServiceProfile, "serviceprofiles";
+    /// ExternalWorkloads (workload.linkerd.io).
+    external_workloads => ExternalWorkload, "externalworkloads";
     /// Servers (policy.linkerd.io).
     servers => Server, "servers";
     /// ServerAuthorizations (policy.linkerd.io).
@@ -157,8 +159,6 @@ crd_watch! {
     http_local_ratelimit_policies => HTTPLocalRateLimitPolicy, "httplocalratelimitpolicies";
     /// EgressNetworks (policy.linkerd.io).
     egress_networks => EgressNetwork, "egressnetworks";
-    /// ExternalWorkloads (workload.linkerd.io).
-    external_workloads => ExternalWorkload, "externalworkloads";
     /// HTTPRoutes (gateway.networking.k8s.io).
     gateway_http_routes => gateway::HTTPRoute, "httproutes.gateway.networking.k8s.io";
     /// GRPCRoutes (gateway.networking.k8s.io).

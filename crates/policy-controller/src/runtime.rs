@@ -19,7 +19,7 @@ use crate::{
     grpc::{self, InboundPolicyServer, outbound::OutboundPolicyServer},
     index::{CONTROL_PLANE_NS_LABEL, Index, outbound::OutboundIndex},
     metrics::{GrpcMetrics, InboundIndexCollector, OutboundIndexCollector, StatusMetrics},
-    status::{LeaseParams, StatusIndex, StatusWriter, lease},
+    status::{StatusIndex, StatusWriter, lease},
     webhook::PolicyValidator,
 };
 
@@ -152,7 +152,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .unwrap_or_else(generated_claimant);
     let patch_timeout = Duration::from_millis(args.patch_timeout_ms);
     let (leader_tx, leader_rx) = tokio::sync::watch::channel(false);
-    let lease_params = LeaseParams::new(&args.control_plane_namespace, &claimant, patch_timeout);
+    let lease_params = lease::params(&args.control_plane_namespace, &claimant, patch_timeout);
     tokio::spawn(lease::run(
         client.clone(),
         lease_params,

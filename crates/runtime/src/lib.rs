@@ -5,6 +5,7 @@
 //! way for an operator: the same log flags and formats, the same admin
 //! endpoints (`/live`, `/ready`, `/metrics`, plus `/ping` for the original's
 //! probes), the same readiness semantics and the same graceful shutdown.
+//! Replicas that write elect one leader through a Lease ([`lease`]).
 //! Address flags all read the same forms ([`addr`]), and binaries that the
 //! original's Helm chart starts read its Go-style flags ([`goflags`]).
 
@@ -12,6 +13,7 @@ pub mod addr;
 pub mod admin;
 pub mod goflags;
 pub mod kube_client;
+pub mod lease;
 pub mod logging;
 pub mod peers;
 pub mod periodic;

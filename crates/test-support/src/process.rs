@@ -58,6 +58,19 @@ impl ServerProcess {
         Self::spawn_logging(program, args, admin_addr, None)
     }
 
+    /// [`Self::start`] with extra environment variables (e.g. `HOSTNAME`,
+    /// which a pod's containers get and a test process may not).
+    pub async fn start_with_env(
+        program: &Path,
+        args: &[String],
+        admin_addr: SocketAddr,
+        envs: &[(&str, &str)],
+    ) -> Self {
+        let mut process = Self::spawn_inner(program, args, admin_addr, None, envs);
+        process.wait_ready().await;
+        process
+    }
+
     /// [`Self::spawn`], its log lines (stdout and stderr, at `warn` unless
     /// `MERIDIAN_LOG` says otherwise) written to `log` if given, for tests
     /// that read them.
@@ -66,6 +79,16 @@ impl ServerProcess {
         args: &[String],
         admin_addr: SocketAddr,
         log: Option<&Path>,
+    ) -> Self {
+        Self::spawn_inner(program, args, admin_addr, log, &[])
+    }
+
+    fn spawn_inner(
+        program: &Path,
+        args: &[String],
+        admin_addr: SocketAddr,
+        log: Option<&Path>,
+        envs: &[(&str, &str)],
     ) -> Self {
         let name = program
             .file_name()
@@ -78,6 +101,7 @@ impl ServerProcess {
                 "MERIDIAN_LOG",
                 std::env::var("MERIDIAN_LOG").unwrap_or_else(|_| "warn".into()),
             )
+            .envs(envs.iter().copied())
             .stdin(Stdio::null());
         if let Some(log) = log {
             let file = std::fs::File::create(log)

@@ -152,6 +152,13 @@ fn check_common(dir: &str, objects: &[Value]) {
     let policy = container(pod, "policy");
     assert_eq!(strings(&policy["command"]), ["/linkerd-policy-controller"]);
     assert_eq!(policy["env"][0]["name"], "HOSTNAME");
+    // The EndpointSlice writer's Lease claimant is the pod's name.
+    assert_eq!(destination["env"][0]["name"], "HOSTNAME");
+    assert_eq!(
+        destination["env"][0]["valueFrom"]["fieldRef"]["fieldPath"],
+        "metadata.name"
+    );
+    check_slice_writer_rbac(dir, objects);
     for (c, live, ready, port) in [
         (destination, "/ping", "/ready", Value::from(9996)),
         (sp, "/ping", "/ready", Value::from(9997)),
@@ -190,6 +197,52 @@ fn check_common(dir: &str, objects: &[Value]) {
             c["image"]
         );
     }
+}
+
+/// The verbs a ClusterRole or Role grants on `group`/`resource`.
+fn granted<'a>(role: &'a Value, group: &str, resource: &str) -> Vec<&'a str> {
+    role["rules"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| strings(&r["apiGroups"]).contains(&group))
+        .filter(|r| strings(&r["resources"]).contains(&resource))
+        .flat_map(|r| strings(&r["verbs"]))
+        .collect()
+}
+
+/// The ExternalWorkload EndpointSlice writer: it reads workloads, writes
+/// slices cluster-wide, and holds its Lease in the control plane's
+/// namespace only (a Role there, bound to the pod's ServiceAccount).
+fn check_slice_writer_rbac(dir: &str, objects: &[Value]) {
+    let destination = find(objects, "ClusterRole", "linkerd-linkerd-destination");
+    let slices = granted(destination, "discovery.k8s.io", "endpointslices");
+    for verb in ["get", "list", "watch", "create", "update", "delete"] {
+        assert!(
+            slices.contains(&verb),
+            "{dir}: endpointslices {verb}: {slices:?}"
+        );
+    }
+    let workloads = granted(destination, "workload.linkerd.io", "externalworkloads");
+    for verb in ["get", "list", "watch"] {
+        assert!(workloads.contains(&verb), "{dir}: externalworkloads {verb}");
+    }
+    assert!(
+        granted(destination, "coordination.k8s.io", "leases").is_empty(),
+        "{dir}: no cluster-wide lease rights for the destination"
+    );
+    let role = find(objects, "Role", "linkerd-destination-endpoint-write");
+    assert_eq!(role["metadata"]["namespace"], "linkerd", "{dir}");
+    let mut leases = granted(role, "coordination.k8s.io", "leases");
+    leases.sort_unstable();
+    assert_eq!(leases, ["create", "get", "patch"], "{dir}");
+    let binding = find(objects, "RoleBinding", "linkerd-destination-endpoint-write");
+    assert_eq!(
+        binding["roleRef"]["name"],
+        "linkerd-destination-endpoint-write"
+    );
+    assert_eq!(binding["subjects"][0]["name"], "linkerd-destination");
+    assert_eq!(binding["subjects"][0]["namespace"], "linkerd");
 }
 
 /// The proxy sidecar: identity, policy workload with its variables

@@ -13,11 +13,14 @@
 //! - `introspect`: the admin port's streams, targets and audit;
 //! - `multicluster`: remote discovery and federated Services over a second
 //!   control plane;
-//! - `overload`: stream limits, bad peers, denied and unreachable API servers.
+//! - `overload`: stream limits, bad peers, denied and unreachable API servers;
+//! - `external_workload_slices`: the leader-elected EndpointSlice writer for
+//!   Services selecting ExternalWorkloads.
 
 mod common;
 mod deploy;
 mod explain;
+mod external_workload_slices;
 mod external_workloads;
 mod get;
 mod introspect;

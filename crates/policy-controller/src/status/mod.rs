@@ -8,7 +8,8 @@
 //!   namespace and the Services → its desired status);
 //! - [`StatusIndex`]: the Servers, Services and routes the writer needs,
 //!   fed by the same watches as the policy indexes;
-//! - [`lease`]: leader election through a `coordination.k8s.io/v1` Lease,
+//! - [`lease`]: the status writer's Lease (name, timings) for the shared
+//!   election of `meridian_runtime::lease`,
 //!   so only one replica writes;
 //! - [`policies`]: the same for HTTPLocalRateLimitPolicies and
 //!   EgressNetworks;
@@ -35,7 +36,7 @@ use k8s_openapi::{
 };
 use tokio::sync::watch;
 
-pub use self::{lease::LeaseParams, writer::StatusWriter};
+pub use self::writer::StatusWriter;
 use crate::index::{
     is_server_parent,
     outbound::{ServiceParent, routes::is_service_ref},

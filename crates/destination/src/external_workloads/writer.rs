@@ -1,0 +1,152 @@
+//! Applies one Service's [`Actions`] to the API server: creates, full
+//! updates carrying the `resourceVersion` they were computed from (so a
+//! concurrent change makes them fail with a conflict and the Service is
+//! retried from fresh caches), and deletes, each with our field manager
+//! and a timeout. What was written is returned so the caller can tell when
+//! its caches have caught up ([`super::tracker`]).
+
+use std::{
+    sync::atomic::{AtomicBool, Ordering},
+    time::Duration,
+};
+
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::{
+    Api,
+    api::{DeleteParams, PostParams},
+};
+
+use super::reconcile::Actions;
+
+/// Why writing a Service's slices failed.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    #[error("{op} EndpointSlice {name}: {source}")]
+    Api {
+        op: &'static str,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("{op} EndpointSlice {name}: timed out")]
+    Timeout { op: &'static str, name: String },
+}
+
+impl WriteError {
+    /// The API status code, if the API server answered.
+    pub fn code(&self) -> Option<u16> {
+        match self {
+            Self::Api {
+                source: kube::Error::Api(status),
+                ..
+            } => Some(status.code),
+            _ => None,
+        }
+    }
+}
+
+/// What a successful write left in the API.
+#[derive(Debug, Default)]
+pub struct Written {
+    /// Created or updated slices as the API returned them.
+    pub stored: Vec<EndpointSlice>,
+    /// Names of deleted slices.
+    pub deleted: Vec<String>,
+}
+
+fn is_status(error: &kube::Error, code: u16) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == code)
+}
+
+/// A create refused because the namespace is terminating: nothing can be
+/// written there any more, which is no reason to retry.
+fn namespace_terminating(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status)
+        if status.code == 403 && status.message.contains("being terminated"))
+}
+
+async fn timed<T>(
+    op: &'static str,
+    name: &str,
+    timeout: Duration,
+    call: impl Future<Output = Result<T, kube::Error>>,
+) -> Result<Result<T, kube::Error>, WriteError> {
+    tokio::time::timeout(timeout, call)
+        .await
+        .map_err(|_| WriteError::Timeout {
+            op,
+            name: name.to_string(),
+        })
+}
+
+fn api_error(op: &'static str, name: &str, source: kube::Error) -> WriteError {
+    WriteError::Api {
+        op,
+        name: name.to_string(),
+        source,
+    }
+}
+
+/// Writes `actions` in `api`'s namespace: creates, then updates, then
+/// deletes (as the original), stopping at the first failure, or as soon as
+/// `leading` turns false. Returns what was written either way.
+pub async fn apply(
+    api: &Api<EndpointSlice>,
+    actions: Actions,
+    field_manager: &str,
+    timeout: Duration,
+    leading: &AtomicBool,
+) -> (Written, Result<(), WriteError>) {
+    let mut written = Written::default();
+    let result = write(api, actions, field_manager, timeout, leading, &mut written).await;
+    (written, result)
+}
+
+async fn write(
+    api: &Api<EndpointSlice>,
+    actions: Actions,
+    field_manager: &str,
+    timeout: Duration,
+    leading: &AtomicBool,
+    written: &mut Written,
+) -> Result<(), WriteError> {
+    let leads = || leading.load(Ordering::Acquire);
+    let pp = PostParams {
+        field_manager: Some(field_manager.to_string()),
+        ..Default::default()
+    };
+    for slice in actions.create {
+        if !leads() {
+            return Ok(());
+        }
+        let name = slice.metadata.generate_name.clone().unwrap_or_default();
+        match timed("create", &name, timeout, api.create(&pp, &slice)).await? {
+            Ok(created) => written.stored.push(created),
+            Err(error) if namespace_terminating(&error) => return Ok(()),
+            Err(error) => return Err(api_error("create", &name, error)),
+        }
+    }
+    for slice in actions.update {
+        if !leads() {
+            return Ok(());
+        }
+        let name = slice.metadata.name.clone().unwrap_or_default();
+        match timed("update", &name, timeout, api.replace(&name, &pp, &slice)).await? {
+            Ok(updated) => written.stored.push(updated),
+            Err(error) => return Err(api_error("update", &name, error)),
+        }
+    }
+    for name in actions.delete {
+        if !leads() {
+            return Ok(());
+        }
+        let dp = DeleteParams::default();
+        match timed("delete", &name, timeout, api.delete(&name, &dp)).await? {
+            Ok(_) => written.deleted.push(name),
+            // Already gone: what we wanted.
+            Err(error) if is_status(&error, 404) => written.deleted.push(name),
+            Err(error) => return Err(api_error("delete", &name, error)),
+        }
+    }
+    Ok(())
+}

@@ -390,3 +390,57 @@ async fn writes_with_the_deploy_rbac() {
     assert!(dst.terminate(Duration::from_secs(20)), "clean exit");
     assert_eq!(holder_in(&env, "linkerd").await, None, "released on exit");
 }
+
+#[tokio::test]
+async fn get_follows_the_workloads_readiness_through_our_slices() {
+    let env = TestEnv::new("ew-get").await;
+    env.cluster().ensure_crds();
+    let (addr, admin) = (free_addr(), free_addr());
+    let args = vec![
+        format!("--kubeconfig={}", env.cluster().kubeconfig().display()),
+        format!("--addr={addr}"),
+        format!("--admin-addr={admin}"),
+        format!("--controller-namespace={}", env.ns),
+    ];
+    let _dst = ServerProcess::start_with_env(
+        env!("CARGO_BIN_EXE_destination").as_ref(),
+        &args,
+        admin,
+        &[("HOSTNAME", "destination-0")],
+    )
+    .await;
+    create_web_service(&env).await;
+    create_workload(&env, "vm-1", "192.0.2.31", true).await;
+
+    let mut client = crate::common::client(addr).await;
+    let mut stream = crate::common::EndpointStream::open(
+        &mut client,
+        &crate::common::authority(&env, "web", 80),
+        "",
+    )
+    .await
+    .expect("open Get");
+    let vm: std::net::SocketAddr = "192.0.2.31:8080".parse().expect("addr");
+    stream
+        .wait_for("the workload through our slice", |s| {
+            s.current.contains_key(&vm)
+        })
+        .await;
+    let wa = &stream.current[&vm];
+    assert_eq!(
+        wa.metric_labels
+            .get("external_workload")
+            .map(String::as_str),
+        Some("vm-1")
+    );
+
+    // Not Ready: our slice marks it so, and Get fails fast.
+    set_ready(&env, "vm-1", false).await;
+    stream
+        .wait_for("no endpoints", |s| s.no_endpoints == Some(true))
+        .await;
+    set_ready(&env, "vm-1", true).await;
+    stream
+        .wait_for("ready again", |s| s.current.contains_key(&vm))
+        .await;
+}

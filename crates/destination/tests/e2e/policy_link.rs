@@ -2,7 +2,8 @@
 //! against the real local control plane. An opaque Server flips the
 //! protocol hint on an open Get stream; killing the policy controller leaves
 //! the destination serving (with annotation-derived hints, reported in
-//! `/ready`), and restarting it restores the hints.
+//! `/ready`), and restarting it restores the hints. A Server selecting an
+//! ExternalWorkload makes its endpoint opaque the same way.
 
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
@@ -128,4 +129,74 @@ async fn server_opacity_flows_from_the_policy_controller_and_survives_its_outage
     wait_hint(&mut stream, ("opaque", Some(4143))).await;
     let (status, body) = dst.admin_get("/ready").await;
     assert_eq!((status, body.as_str()), (200, "ready\n"));
+}
+
+#[tokio::test]
+async fn server_opacity_reaches_external_workload_endpoints() {
+    let env = TestEnv::new("link-ew").await;
+    env.cluster().ensure_crds();
+    let policy_addr = free_addr();
+    let _policy = start_policy(&env, policy_addr).await;
+    let (admin, grpc) = (free_addr(), free_addr());
+    let args = vec![
+        format!("--kubeconfig={}", env.cluster().kubeconfig().display()),
+        format!("--addr={grpc}"),
+        format!("--admin-addr={admin}"),
+        format!("--policy-addr=http://{policy_addr}"),
+    ];
+    let _dst = ServerProcess::start(env!("CARGO_BIN_EXE_destination").as_ref(), &args, admin).await;
+
+    // A Service selecting nothing, and a slice naming the workload (written
+    // here, so the test needs no slice writer).
+    let objects = format!(
+        r#"apiVersion: v1
+kind: Service
+metadata: {{name: vms, namespace: {ns}}}
+spec:
+  ports: [{{name: db, port: 7000, targetPort: db}}]
+---
+apiVersion: workload.linkerd.io/v1beta1
+kind: ExternalWorkload
+metadata: {{name: vm-1, namespace: {ns}, labels: {{app: vm}}}}
+spec:
+  meshTLS: {{identity: "spiffe://root.linkerd.cluster.local/vm-1", serverName: vm-1.cluster.local}}
+  ports: [{{name: db, port: 7000}}]
+  workloadIPs: [{{ip: 192.0.2.41}}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: vms-test
+  namespace: {ns}
+  labels: {{kubernetes.io/service-name: vms, endpointslice.kubernetes.io/managed-by: e2e.meridian.test}}
+addressType: IPv4
+ports: [{{name: db, port: 7000, protocol: TCP}}]
+endpoints:
+  - addresses: ["192.0.2.41"]
+    conditions: {{ready: true}}
+    targetRef: {{kind: ExternalWorkload, name: vm-1}}
+"#,
+        ns = env.ns
+    );
+    let (ok, out) = env.cluster().kubectl(&["apply", "-f", "-"], Some(&objects));
+    assert!(ok, "{out}");
+
+    let mut client = crate::common::client(grpc).await;
+    let request = GetDestination {
+        scheme: "k8s".into(),
+        path: authority(&env, "vms", 7000),
+        context_token: String::new(),
+    };
+    let mut stream = client.get(request).await.expect("open").into_inner();
+    // Workloads are always meshed: H2, no opaque transport by default.
+    wait_hint(&mut stream, ("h2", None)).await;
+
+    let server = format!(
+        "apiVersion: policy.linkerd.io/v1beta3\nkind: Server\nmetadata:\n  name: vm-db\n  namespace: {}\nspec:\n  externalWorkloadSelector:\n    matchLabels:\n      app: vm\n  port: db\n  proxyProtocol: opaque\n",
+        env.ns
+    );
+    let (ok, out) = env.cluster().kubectl(&["apply", "-f", "-"], Some(&server));
+    assert!(ok, "{out}");
+    // Opaque, with opaque transport to the workload's proxy (4143 by default).
+    wait_hint(&mut stream, ("opaque", Some(4143))).await;
 }

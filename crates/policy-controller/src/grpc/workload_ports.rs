@@ -1,5 +1,6 @@
 //! `meridian.policy.v1.WorkloadPorts`: streams the Server-derived opaque
-//! ports of every meshed pod to the destination controller: one snapshot,
+//! ports of every meshed pod and ExternalWorkload to the destination
+//! controller: one snapshot,
 //! then batches of changes. A follower that falls too far behind is sent a
 //! fresh snapshot rather than being disconnected.
 
@@ -14,7 +15,10 @@ use meridian_runtime::Shutdown;
 use parking_lot::RwLock;
 use tokio::sync::broadcast::{self, error::RecvError};
 
-use crate::index::{Index, opaque_feed::PodOpaquePorts};
+use crate::{
+    core::WorkloadKind,
+    index::{Index, opaque_feed::WorkloadOpaquePorts},
+};
 
 /// Serves the feed from the shared index.
 #[derive(Clone)]
@@ -36,24 +40,50 @@ impl WorkloadPortsService {
 
 type UpdateStream = Pin<Box<dyn Stream<Item = Result<api::WatchUpdate, tonic::Status>> + Send>>;
 
-fn to_api(pod: &PodOpaquePorts) -> api::PodOpaquePorts {
-    api::PodOpaquePorts {
-        pod: Some(api::PodRef {
-            namespace: pod.namespace.clone(),
-            name: pod.name.clone(),
-        }),
-        ports: pod.ports.iter().map(|p| u32::from(*p)).collect(),
-    }
-}
-
-fn snapshot(index: &RwLock<Index>) -> (api::WatchUpdate, broadcast::Receiver<Arc<PodOpaquePorts>>) {
-    let (pods, rx) = index.read().follow_opaque_ports();
-    let update = api::WatchUpdate {
-        reset: true,
-        pods: pods.iter().map(to_api).collect(),
+/// One update carrying `changes`, pods and workloads each in their list.
+fn update_of<'a>(
+    reset: bool,
+    changes: impl IntoIterator<Item = &'a WorkloadOpaquePorts>,
+) -> api::WatchUpdate {
+    let mut update = api::WatchUpdate {
+        reset,
+        pods: Vec::new(),
         external_workloads: Vec::new(),
     };
-    (update, rx)
+    for change in changes {
+        let ports = change.ports.iter().map(|p| u32::from(*p)).collect();
+        match change.kind {
+            WorkloadKind::Pod => update.pods.push(api::PodOpaquePorts {
+                pod: Some(api::PodRef {
+                    namespace: change.namespace.clone(),
+                    name: change.name.clone(),
+                }),
+                ports,
+            }),
+            WorkloadKind::External => {
+                update
+                    .external_workloads
+                    .push(api::ExternalWorkloadOpaquePorts {
+                        external_workload: Some(api::ExternalWorkloadRef {
+                            namespace: change.namespace.clone(),
+                            name: change.name.clone(),
+                        }),
+                        ports,
+                    })
+            }
+        }
+    }
+    update
+}
+
+fn snapshot(
+    index: &RwLock<Index>,
+) -> (
+    api::WatchUpdate,
+    broadcast::Receiver<Arc<WorkloadOpaquePorts>>,
+) {
+    let (workloads, rx) = index.read().follow_opaque_ports();
+    (update_of(true, &workloads), rx)
 }
 
 #[tonic::async_trait]
@@ -67,6 +97,7 @@ impl WorkloadPorts for WorkloadPortsService {
         let (first, rx) = snapshot(&self.index);
         tracing::info!(
             pods = first.pods.len(),
+            external_workloads = first.external_workloads.len(),
             "destination controller following opaque ports"
         );
         let index = self.index.clone();
@@ -78,15 +109,11 @@ impl WorkloadPorts for WorkloadPortsService {
             let update = match rx.recv().await {
                 Ok(change) => {
                     // Batch whatever else is already queued.
-                    let mut pods = vec![to_api(&change)];
+                    let mut changes = vec![change];
                     while let Ok(more) = rx.try_recv() {
-                        pods.push(to_api(&more));
+                        changes.push(more);
                     }
-                    api::WatchUpdate {
-                        reset: false,
-                        pods,
-                        external_workloads: Vec::new(),
-                    }
+                    update_of(false, changes.iter().map(Arc::as_ref))
                 }
                 Err(RecvError::Lagged(skipped)) => {
                     tracing::warn!(skipped, "opaque-ports follower lagged; sending a snapshot");

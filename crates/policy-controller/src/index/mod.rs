@@ -255,13 +255,14 @@ impl Index {
         }
     }
 
-    /// The Server-derived opaque ports of every meshed pod, and the feed of
+    /// The Server-derived opaque ports of every meshed pod and
+    /// ExternalWorkload, and the feed of
     /// their changes (for the destination controller).
     pub fn follow_opaque_ports(
         &self,
     ) -> (
-        Vec<opaque_feed::PodOpaquePorts>,
-        tokio::sync::broadcast::Receiver<std::sync::Arc<opaque_feed::PodOpaquePorts>>,
+        Vec<opaque_feed::WorkloadOpaquePorts>,
+        tokio::sync::broadcast::Receiver<std::sync::Arc<opaque_feed::WorkloadOpaquePorts>>,
     ) {
         self.opaque.follow()
     }
@@ -373,13 +374,11 @@ impl Index {
             opaque,
             ..
         } = self;
-        // Recomputes one workload; a pod's Server-made opaque ports feed
-        // the destination (whose feed is of pods only).
+        // Recomputes one workload; its Server-made opaque ports feed the
+        // destination.
         let mut reindex = |ns_name: &str, name: &str, w: &mut WorkloadState, policy: &PolicyNs| {
             w.reindex(policy, authentications, cluster);
-            if w.info.kind == WorkloadKind::Pod {
-                opaque.set(ns_name, name, w.server_opaque_ports());
-            }
+            opaque.set(w.info.kind, ns_name, name, w.server_opaque_ports());
         };
         let mut reindex_ns = |ns_name: &str, ns: &mut Namespace| {
             let Namespace {
@@ -650,7 +649,7 @@ impl Indexed for Pod {
     }
 
     fn remove(index: &mut Index, ns: &str, name: String) -> Touched {
-        index.opaque.set(ns, &name, Vec::new());
+        index.opaque.set(WorkloadKind::Pod, ns, &name, Vec::new());
         index.remove_workload(ns, WorkloadKind::Pod, &name)
     }
 }
@@ -661,6 +660,9 @@ impl Indexed for ExternalWorkload {
     }
 
     fn remove(index: &mut Index, ns: &str, name: String) -> Touched {
+        index
+            .opaque
+            .set(WorkloadKind::External, ns, &name, Vec::new());
         index.remove_workload(ns, WorkloadKind::External, &name)
     }
 }

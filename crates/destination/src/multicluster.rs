@@ -166,9 +166,11 @@ impl ClusterStore {
         self.clusters.iter()
     }
 
+    /// `cluster_store_size`: the clusters with a Secret (as the original
+    /// counts its store's entries).
     fn update_size(&self) {
-        let linked = self.clusters.values().filter(|c| c.is_linked()).count();
-        self.metrics.size.set(linked as i64);
+        let named: std::collections::HashSet<&String> = self.secrets.values().collect();
+        self.metrics.size.set(named.len() as i64);
     }
 
     /// The entry of `name`, created (with its watches) on first use.
@@ -230,6 +232,12 @@ impl ClusterStore {
 
     fn link(&mut self, name: &str, linked: LinkedCluster) {
         let cluster = self.entry(name);
+        if cluster.is_linked() && cluster.linked.lock().as_ref() == Some(&linked) {
+            // The same Secret again (a re-list, an unrelated edit): the
+            // watches keep their client rather than re-listing everything.
+            cluster.secret_error.send_replace(None);
+            return;
+        }
         let config = Arc::new(TranslatorConfig {
             identity_trust_domain: linked.trust_domain.clone(),
             cluster_domain: linked.cluster_domain.clone(),

@@ -20,7 +20,7 @@ use k8s_openapi::{
 };
 use kube::api::{DeleteParams, PostParams};
 use linkerd2_proxy_api::destination::tls_identity;
-use test_support::{LinkedCluster, TestEnv, eventually, free_addr};
+use test_support::{LinkedCluster, NODE_NAME, PodSpecBuilder, TestEnv, eventually, free_addr};
 use tonic::Code;
 
 use crate::common::{EndpointStream, authority, client, start_destination_with};
@@ -62,7 +62,8 @@ fn apply(env: &TestEnv, yaml: &str) {
     assert!(ok, "kubectl apply: {out}\n{yaml}");
 }
 
-async fn link(env: &TestEnv, east: &LinkedCluster) {
+/// Creates (or replaces) east's kubeconfig Secret with `kubeconfig`.
+async fn link(env: &TestEnv, kubeconfig: &str) {
     let mut secret = Secret::default();
     secret.metadata.name = Some(format!("cluster-credentials-{CLUSTER}"));
     secret.metadata.labels = Some(
@@ -89,14 +90,31 @@ async fn link(env: &TestEnv, east: &LinkedCluster) {
     secret.data = Some(
         [(
             "kubeconfig".to_string(),
-            ByteString(east.kubeconfig().into_bytes()),
+            ByteString(kubeconfig.as_bytes().to_vec()),
         )]
         .into(),
     );
-    env.api::<Secret>()
-        .create(&PostParams::default(), &secret)
-        .await
-        .expect("create the kubeconfig Secret");
+    let secrets = env.api::<Secret>();
+    let name = format!("cluster-credentials-{CLUSTER}");
+    match secrets.get_opt(&name).await.expect("read the Secret") {
+        Some(existing) => {
+            secret.metadata.resource_version = existing.metadata.resource_version;
+            secrets
+                .replace(&name, &PostParams::default(), &secret)
+                .await
+                .expect("rotate the kubeconfig Secret");
+        }
+        None => {
+            secrets
+                .create(&PostParams::default(), &secret)
+                .await
+                .expect("create the kubeconfig Secret");
+        }
+    }
+}
+
+async fn ready_body(dst: &crate::common::Destination) -> (u16, String) {
+    dst.process.admin_get("/ready").await
 }
 
 fn addrs(ips: &[std::net::Ipv4Addr]) -> BTreeSet<SocketAddr> {
@@ -110,7 +128,7 @@ async fn remote_discovery_and_federated_services_follow_a_linked_cluster() {
     let env = TestEnv::new("dst-mc").await;
     let mut east = LinkedCluster::start(&env).await;
     let meshed = |name: &str, app: &str| {
-        east.pod(name)
+        PodSpecBuilder::new(name, NODE_NAME)
             .label("app", app)
             .port(Some("http"), 8080)
             // Meshed by this control plane: the identity uses east's trust domain.
@@ -170,7 +188,7 @@ async fn remote_discovery_and_federated_services_follow_a_linked_cluster() {
         .await;
 
     // …and the link brings east in, without a restart.
-    link(&env, &east).await;
+    link(&env, &east.kubeconfig()).await;
     federated
         .wait_addrs("both members", &addrs(&[local_ip, east_a]))
         .await;
@@ -260,6 +278,51 @@ async fn remote_discovery_and_federated_services_follow_a_linked_cluster() {
     })
     .await;
 
+    let (_, metrics) = dst.process.admin_get("/metrics").await;
+    assert!(metrics.contains("cluster_store_size 1"), "{metrics}");
+    assert!(
+        metrics.contains(r#"remote_cluster_healthy{cluster="east"} 1"#),
+        "{metrics}"
+    );
+
+    // The kubeconfig is rotated to credentials east refuses: reported, and
+    // what east last said keeps being served.
+    let refused_token = east
+        .kubeconfig()
+        .lines()
+        .map(|line| {
+            if line.trim_start().starts_with("token:") {
+                "    token: not-a-token".to_string()
+            } else {
+                line.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    link(&env, &refused_token).await;
+    eventually(
+        "/ready to name east's refusal",
+        Duration::from_secs(60),
+        || async {
+            let (status, body) = ready_body(&dst).await;
+            if status == 200
+                && body.contains("degraded: remote cluster east")
+                && body.contains("401")
+            {
+                Ok(())
+            } else {
+                Err(format!("{status} {body}"))
+            }
+        },
+    )
+    .await;
+    let east_c = east.create_ready_pod(&meshed("web-c", "web")).await;
+    // Rotated back: the watches re-list through the new client and converge.
+    link(&env, &east.kubeconfig()).await;
+    mirror
+        .wait_addrs("the rotation's re-list", &addrs(&[east_b, east_c]))
+        .await;
+
     // The Secret goes: east's endpoints go with it.
     env.api::<Secret>()
         .delete(
@@ -276,6 +339,8 @@ async fn remote_discovery_and_federated_services_follow_a_linked_cluster() {
     federated
         .wait_addrs("only the local member", &addrs(&[local_ip, local_1]))
         .await;
+    let (_, metrics) = dst.process.admin_get("/metrics").await;
+    assert!(metrics.contains("cluster_store_size 0"), "{metrics}");
     let refused = EndpointStream::open(&mut client, &authority(&env, "web-east", 80), "")
         .await
         .err()

@@ -97,6 +97,10 @@ impl ServerProcess {
         let mut command = Command::new(program);
         command
             .args(args)
+            // A pod's HOSTNAME turns on the destination's EndpointSlice
+            // writer, which writes for every namespace: only the tests that
+            // ask for it (one at a time) get one.
+            .env_remove("HOSTNAME")
             .env(
                 "MERIDIAN_LOG",
                 std::env::var("MERIDIAN_LOG").unwrap_or_else(|_| "warn".into()),

@@ -296,7 +296,71 @@ pub struct Endpoint {
     pub workload: Workload,
 }
 
+impl Workload {
+    /// The address ID of this pod's or workload's address of `family`
+    /// (`None` for a gateway address, whose ID is synthesised).
+    pub fn address_id(&self, family: AddressFamily) -> Option<AddressId> {
+        match self {
+            Self::Pod(pod) => Some(AddressId::Pod {
+                namespace: pod.namespace.clone(),
+                name: pod.name.clone(),
+                family,
+            }),
+            Self::External(ew) => Some(AddressId::ExternalWorkload {
+                namespace: ew.namespace.clone(),
+                name: ew.name.clone(),
+                family,
+            }),
+            Self::Gateway(_) => None,
+        }
+    }
+}
+
+impl Workload {
+    /// The pod or ExternalWorkload this is (`None` for a gateway address).
+    pub fn workload_ref(&self) -> Option<WorkloadRef> {
+        match self {
+            Self::Pod(pod) => Some(WorkloadRef::Pod(pod.namespace.clone(), pod.name.clone())),
+            Self::External(ew) => {
+                Some(WorkloadRef::External(ew.namespace.clone(), ew.name.clone()))
+            }
+            Self::Gateway(_) => None,
+        }
+    }
+
+    /// Whether `port` is opaque by the workload's own annotation (or the
+    /// default opaque ports); gateway addresses never are.
+    pub fn is_opaque(&self, port: u16, cfg: &TranslatorConfig) -> bool {
+        match self {
+            Self::Pod(pod) => pod.is_opaque(port, cfg),
+            Self::External(ew) => ew.is_opaque(port, cfg),
+            Self::Gateway(_) => false,
+        }
+    }
+}
+
 impl Endpoint {
+    /// The endpoint of a pod or ExternalWorkload at `addr`; `None` for a
+    /// gateway (which has no workload ID).
+    pub fn of_workload(
+        workload: Workload,
+        addr: SocketAddr,
+        hostname: Option<String>,
+        zone: Option<String>,
+        for_zones: Option<Vec<String>>,
+        opaque_by_server: bool,
+    ) -> Option<Self> {
+        Some(Self {
+            id: workload.address_id(AddressFamily::of(addr.ip()))?,
+            addr,
+            hostname,
+            zone,
+            for_zones,
+            opaque_by_server,
+            workload,
+        })
+    }
+
     /// Address family of the address.
     pub fn family(&self) -> AddressFamily {
         AddressFamily::of(self.addr.ip())

@@ -16,7 +16,7 @@ use super::cluster::{ClusterState, Touched};
 use crate::{
     core::{
         ServiceId, ServiceTarget,
-        endpoint::{AddressFamily, AddressId, Endpoint, PodInfo, Workload, WorkloadRef},
+        endpoint::{Endpoint, PodInfo, Workload},
     },
     k8s::{
         endpoints::instance_target,
@@ -302,7 +302,6 @@ fn compute_profile(cluster: &ClusterState, key: &ProfileKey) -> Option<Profile> 
 /// host port, the one ExternalWorkload declaring that address, or the bare
 /// address.
 fn endpoint_profile_at(cluster: &ClusterState, addr: SocketAddr) -> Profile {
-    let cfg = cluster.config();
     let by_pod_ip = cluster.pods_at(addr.ip());
     let pod = match by_pod_ip.as_slice() {
         [pod] => Some(pod.clone()),
@@ -314,50 +313,37 @@ fn endpoint_profile_at(cluster: &ClusterState, addr: SocketAddr) -> Profile {
     if !is_running(&pod) {
         return proto_profile::bare_endpoint(addr, false);
     }
-    let info = Arc::new(PodInfo::from_pod(&pod, cluster));
-    let workload = WorkloadRef::Pod(info.namespace.clone(), info.name.clone());
-    let opaque_by_server = cluster.server_opaque(&workload, addr.port());
-    let opaque = info.is_opaque(addr.port(), cfg) || opaque_by_server;
-    let endpoint = Endpoint {
-        id: AddressId::Pod {
-            namespace: info.namespace.clone(),
-            name: info.name.clone(),
-            family: AddressFamily::of(addr.ip()),
-        },
+    workload_profile(
+        cluster,
         addr,
-        hostname: None,
-        zone: None,
-        for_zones: None,
-        opaque_by_server,
-        workload: Workload::Pod(info.clone()),
-    };
-    proto_profile::pod_endpoint(&endpoint, &info.namespace, cfg, opaque)
+        Workload::Pod(Arc::new(PodInfo::from_pod(&pod, cluster))),
+    )
 }
 
 /// The endpoint profile of the ExternalWorkload declaring `addr`, or of the
 /// bare address when none (or several) do.
 fn external_profile_at(cluster: &ClusterState, addr: SocketAddr) -> Profile {
-    let cfg = cluster.config();
     let workloads = cluster.external_workloads_at(addr);
     let [ew] = workloads.as_slice() else {
         return proto_profile::bare_endpoint(addr, false);
     };
-    let info = Arc::new(external_workload_info(ew));
-    let workload = WorkloadRef::External(info.namespace.clone(), info.name.clone());
-    let opaque_by_server = cluster.server_opaque(&workload, addr.port());
-    let opaque = info.is_opaque(addr.port(), cfg) || opaque_by_server;
-    let endpoint = Endpoint {
-        id: AddressId::ExternalWorkload {
-            namespace: info.namespace.clone(),
-            name: info.name.clone(),
-            family: AddressFamily::of(addr.ip()),
-        },
+    workload_profile(
+        cluster,
         addr,
-        hostname: None,
-        zone: None,
-        for_zones: None,
-        opaque_by_server,
-        workload: Workload::External(info.clone()),
-    };
-    proto_profile::external_endpoint(&endpoint, &info, cfg, opaque)
+        Workload::External(Arc::new(external_workload_info(ew))),
+    )
+}
+
+/// The endpoint profile of a pod's or workload's address: opaque by its
+/// annotation (or the defaults) or by a Server.
+fn workload_profile(cluster: &ClusterState, addr: SocketAddr, workload: Workload) -> Profile {
+    let cfg = cluster.config();
+    let opaque_by_server = workload
+        .workload_ref()
+        .is_some_and(|w| cluster.server_opaque(&w, addr.port()));
+    let opaque = workload.is_opaque(addr.port(), cfg) || opaque_by_server;
+    match Endpoint::of_workload(workload, addr, None, None, None, opaque_by_server) {
+        Some(endpoint) => proto_profile::workload_endpoint(&endpoint, cfg, opaque),
+        None => proto_profile::bare_endpoint(addr, false),
+    }
 }

@@ -13,8 +13,7 @@ use super::external_workloads::external_workload_info;
 use super::lookups::ClusterLookups;
 use crate::core::authority::ServiceId;
 use crate::core::endpoint::{
-    AddressFamily, AddressId, Endpoint, EndpointMap, GatewayInfo, PodInfo, TargetPort, Workload,
-    WorkloadRef,
+    AddressId, Endpoint, EndpointMap, GatewayInfo, PodInfo, TargetPort, Workload, WorkloadRef,
 };
 
 /// `targetRef.kind` of a pod-backed endpoint.
@@ -150,23 +149,18 @@ pub fn endpoints_from_slice(
                     continue;
                 };
                 let info = Arc::new(PodInfo::from_pod(&pod, lookups));
-                let opaque_by_server =
-                    lookups.server_opaque(&WorkloadRef::Pod(pod_ns.into(), pod_name.into()), port);
-                for ip in ips {
-                    out.push(Endpoint {
-                        id: AddressId::Pod {
-                            namespace: pod_ns.to_string(),
-                            name: pod_name.to_string(),
-                            family: AddressFamily::of(ip),
-                        },
-                        addr: SocketAddr::new(ip, port),
-                        hostname: hostname.clone(),
-                        zone: ep.zone.clone(),
-                        for_zones: for_zones.clone(),
+                let workload = WorkloadRef::Pod(pod_ns.into(), pod_name.into());
+                let opaque_by_server = lookups.server_opaque(&workload, port);
+                out.extend(ips.filter_map(|ip| {
+                    Endpoint::of_workload(
+                        Workload::Pod(Arc::clone(&info)),
+                        SocketAddr::new(ip, port),
+                        hostname.clone(),
+                        ep.zone.clone(),
+                        for_zones.clone(),
                         opaque_by_server,
-                        workload: Workload::Pod(Arc::clone(&info)),
-                    });
-                }
+                    )
+                }));
             }
             Some(r) if r.kind.as_deref() == Some(EXTERNAL_WORKLOAD_KIND) => {
                 // The workload is looked up in the slice's namespace, as the
@@ -181,23 +175,18 @@ pub fn endpoints_from_slice(
                     continue;
                 };
                 let info = Arc::new(external_workload_info(&ew));
-                let opaque_by_server = lookups
-                    .server_opaque(&WorkloadRef::External(slice_ns.into(), name.into()), port);
-                for ip in ips {
-                    out.push(Endpoint {
-                        id: AddressId::ExternalWorkload {
-                            namespace: slice_ns.to_string(),
-                            name: name.to_string(),
-                            family: AddressFamily::of(ip),
-                        },
-                        addr: SocketAddr::new(ip, port),
-                        hostname: hostname.clone(),
-                        zone: ep.zone.clone(),
-                        for_zones: for_zones.clone(),
+                let workload = WorkloadRef::External(slice_ns.into(), name.into());
+                let opaque_by_server = lookups.server_opaque(&workload, port);
+                out.extend(ips.filter_map(|ip| {
+                    Endpoint::of_workload(
+                        Workload::External(Arc::clone(&info)),
+                        SocketAddr::new(ip, port),
+                        hostname.clone(),
+                        ep.zone.clone(),
+                        for_zones.clone(),
                         opaque_by_server,
-                        workload: Workload::External(Arc::clone(&info)),
-                    });
-                }
+                    )
+                }));
             }
             Some(r) => {
                 tracing::debug!(kind = ?r.kind, name = ?r.name, "skipping endpoint with unsupported targetRef kind");

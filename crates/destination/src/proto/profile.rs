@@ -20,7 +20,7 @@ use super::weighted_addr::{OwnerCase, bare_addr, fill_external, weighted_addr};
 use crate::config::TranslatorConfig;
 use crate::core::{
     ServiceTarget,
-    endpoint::{Endpoint, ExternalWorkloadInfo},
+    endpoint::{Endpoint, Workload},
     profile::{self as rules, ProfileRules},
 };
 
@@ -128,42 +128,34 @@ pub fn service(target: &ServiceTarget, rules: Option<&ProfileRules>, opaque: boo
     Profile(service_profile(target, rules, opaque))
 }
 
-/// The endpoint profile of a Running pod's address: its `WeightedAddr` with
-/// a `namespace` label, or the bare address if the pod's proxy ports cannot
-/// be read.
-pub fn pod_endpoint(
-    endpoint: &Endpoint,
-    namespace: &str,
-    cfg: &TranslatorConfig,
-    opaque: bool,
-) -> Profile {
-    match weighted_addr(endpoint, cfg, None) {
-        Ok(mut wa) => {
+/// The endpoint profile of a pod's or ExternalWorkload's address: its
+/// `WeightedAddr` with a `namespace` label. A pod's is the one `Get` sends
+/// (the bare address if its proxy ports cannot be read); a workload's is
+/// built as the original's profile path builds it (owner kind as written,
+/// no `zone_locality`).
+pub fn workload_endpoint(endpoint: &Endpoint, cfg: &TranslatorConfig, opaque: bool) -> Profile {
+    let addr = match &endpoint.workload {
+        Workload::Pod(pod) => match weighted_addr(endpoint, cfg, None) {
+            Ok(mut wa) => {
+                wa.metric_labels
+                    .insert("namespace".to_string(), pod.namespace.clone());
+                wa
+            }
+            Err(error) => {
+                tracing::warn!(addr = %endpoint.addr, %error, "serving a bare endpoint profile");
+                bare_addr(endpoint.addr)
+            }
+        },
+        Workload::External(ew) => {
+            let mut wa = bare_addr(endpoint.addr);
+            fill_external(&mut wa, endpoint, ew, OwnerCase::AsWritten, cfg);
             wa.metric_labels
-                .insert("namespace".to_string(), namespace.to_string());
-            Profile(endpoint_profile(wa, opaque))
+                .insert("namespace".to_string(), ew.namespace.clone());
+            wa
         }
-        Err(error) => {
-            tracing::warn!(addr = %endpoint.addr, %error, "serving a bare endpoint profile");
-            Profile(endpoint_profile(bare_addr(endpoint.addr), opaque))
-        }
-    }
-}
-
-/// The endpoint profile of an ExternalWorkload address: its `WeightedAddr`
-/// as the original's profile path builds it (owner kind as written, no
-/// `zone_locality`) plus the `namespace` label.
-pub fn external_endpoint(
-    endpoint: &Endpoint,
-    ew: &ExternalWorkloadInfo,
-    cfg: &TranslatorConfig,
-    opaque: bool,
-) -> Profile {
-    let mut wa = bare_addr(endpoint.addr);
-    fill_external(&mut wa, endpoint, ew, OwnerCase::AsWritten, cfg);
-    wa.metric_labels
-        .insert("namespace".to_string(), ew.namespace.clone());
-    Profile(endpoint_profile(wa, opaque))
+        Workload::Gateway(_) => bare_addr(endpoint.addr),
+    };
+    Profile(endpoint_profile(addr, opaque))
 }
 
 /// The endpoint profile of an address nothing is known about.

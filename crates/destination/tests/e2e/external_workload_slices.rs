@@ -19,6 +19,11 @@ use test_support::{
 };
 
 const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A writer writes the slices of every namespace's Services (its Lease is
+/// per control plane, here per test namespace): the tests that run one
+/// take turns, so two writers never write for the same Service.
+static WRITERS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 /// The Lease lasts 30 s unrenewed; a follower checks every 2 s.
 const TAKEOVER: Duration = Duration::from_secs(90);
 const LEASE: &str = "linkerd-destination-endpoint-write";
@@ -174,6 +179,7 @@ async fn queue_adds(process: &ServerProcess) -> u64 {
 #[tokio::test]
 async fn slices_follow_the_selected_workloads() {
     let env = TestEnv::new("ew-slices").await;
+    let _turn = WRITERS.lock().await;
     let _writer = start_writer(&env, "dest-solo").await;
     let svc = create_web_service(&env).await;
     let vm = create_workload(&env, "vm", "192.0.2.10", true).await;
@@ -286,6 +292,7 @@ async fn slices_follow_the_selected_workloads() {
 #[tokio::test]
 async fn only_the_lease_holder_writes_and_the_other_takes_over() {
     let env = TestEnv::new("ew-lease").await;
+    let _turn = WRITERS.lock().await;
     let mut a = start_writer(&env, "dest-a").await;
     let mut b = start_writer(&env, "dest-b").await;
     let first = eventually("a Lease holder", TIMEOUT, || async {
@@ -351,6 +358,7 @@ async fn only_the_lease_holder_writes_and_the_other_takes_over() {
 #[tokio::test]
 async fn writes_with_the_deploy_rbac() {
     let env = TestEnv::new("ew-rbac").await;
+    let _turn = WRITERS.lock().await;
     let cluster = env.cluster();
     cluster.ensure_crds();
     cluster.install_deploy_rbac();
@@ -394,6 +402,7 @@ async fn writes_with_the_deploy_rbac() {
 #[tokio::test]
 async fn get_follows_the_workloads_readiness_through_our_slices() {
     let env = TestEnv::new("ew-get").await;
+    let _turn = WRITERS.lock().await;
     env.cluster().ensure_crds();
     let (addr, admin) = (free_addr(), free_addr());
     let args = vec![

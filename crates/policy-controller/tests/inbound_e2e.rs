@@ -61,6 +61,34 @@ async fn connect(addr: SocketAddr) -> InboundServerPoliciesClient<Channel> {
         .expect("connect to the policy controller")
 }
 
+/// A MeshTLSAuthentication of `client_id` and an AuthorizationPolicy
+/// allowing it on Server `server`.
+fn allow_clients(server: &str, client_id: &str) -> String {
+    format!(
+        "apiVersion: policy.linkerd.io/v1alpha1
+kind: MeshTLSAuthentication
+metadata:
+  name: clients
+spec:
+  identities: [\"{client_id}\"]
+---
+apiVersion: policy.linkerd.io/v1alpha1
+kind: AuthorizationPolicy
+metadata:
+  name: allow-clients
+spec:
+  targetRef:
+    group: policy.linkerd.io
+    kind: Server
+    name: {server}
+  requiredAuthenticationRefs:
+    - group: policy.linkerd.io
+      kind: MeshTLSAuthentication
+      name: clients
+"
+    )
+}
+
 fn kubectl_apply(env: &TestEnv, yaml: &str) {
     let (ok, out) = env
         .cluster()
@@ -164,32 +192,7 @@ async fn watch_follows_servers_and_authorizations() {
         "client.{}.serviceaccount.identity.linkerd.cluster.local",
         env.ns
     );
-    kubectl_apply(
-        &env,
-        &format!(
-            "apiVersion: policy.linkerd.io/v1alpha1
-kind: MeshTLSAuthentication
-metadata:
-  name: clients
-spec:
-  identities: [\"{client_id}\"]
----
-apiVersion: policy.linkerd.io/v1alpha1
-kind: AuthorizationPolicy
-metadata:
-  name: allow-clients
-spec:
-  targetRef:
-    group: policy.linkerd.io
-    kind: Server
-    name: web-http
-  requiredAuthenticationRefs:
-    - group: policy.linkerd.io
-      kind: MeshTLSAuthentication
-      name: clients
-"
-        ),
-    );
+    kubectl_apply(&env, &allow_clients("web-http", &client_id));
     let authorized = next_matching(&mut stream, "the authorization", |s| {
         !s.authorizations.is_empty()
     })
@@ -906,7 +909,7 @@ async fn external_workloads_get_their_servers_policy_and_follow_relabelling() {
     kubectl_apply(&env, &external_workload_yaml(&env, "legacy"));
     kubectl_apply(
         &env,
-        &format!(
+        &(String::from(
             "apiVersion: policy.linkerd.io/v1beta3
 kind: Server
 metadata:
@@ -916,32 +919,12 @@ spec:
     matchLabels:
       app: legacy
     matchExpressions:
-      - {{key: tier, operator: DoesNotExist}}
+      - {key: tier, operator: DoesNotExist}
   port: http
   proxyProtocol: HTTP/1
 ---
-apiVersion: policy.linkerd.io/v1alpha1
-kind: MeshTLSAuthentication
-metadata:
-  name: clients
-spec:
-  identities: [\"{client_id}\"]
----
-apiVersion: policy.linkerd.io/v1alpha1
-kind: AuthorizationPolicy
-metadata:
-  name: allow-clients
-spec:
-  targetRef:
-    group: policy.linkerd.io
-    kind: Server
-    name: vm-http
-  requiredAuthenticationRefs:
-    - group: policy.linkerd.io
-      kind: MeshTLSAuthentication
-      name: clients
-"
-        ),
+",
+        ) + &allow_clients("vm-http", &client_id)),
     );
     let mut controller = start_controller(&env).await;
 

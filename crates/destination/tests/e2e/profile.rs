@@ -28,6 +28,24 @@ async fn open(
     Ok(client.get_profile(request).await?.into_inner())
 }
 
+/// [`open`] once the destination has seen the Service just created (its
+/// watch may be a moment behind the create).
+async fn open_known(
+    client: &mut DestinationClient<Channel>,
+    path: &str,
+    token: &str,
+) -> Streaming<DestinationProfile> {
+    test_support::eventually("the Service to be known", TIMEOUT, || {
+        let mut client = client.clone();
+        async move {
+            open(&mut client, path, token)
+                .await
+                .map_err(|s| format!("{s:?}"))
+        }
+    })
+    .await
+}
+
 async fn next(stream: &mut Streaming<DestinationProfile>) -> DestinationProfile {
     tokio::time::timeout(TIMEOUT, stream.message())
         .await
@@ -65,9 +83,7 @@ async fn profiles_follow_create_edit_and_delete() {
     http_service(&env, "web").await;
     let mut client = crate::common::client(dst.addr).await;
     let fqn = format!("web.{}.svc.cluster.local", env.ns);
-    let mut stream = open(&mut client, &authority(&env, "web", 80), "")
-        .await
-        .expect("open");
+    let mut stream = open_known(&mut client, &authority(&env, "web", 80), "").await;
 
     let default = next(&mut stream).await;
     assert_eq!(default.fully_qualified_name, fqn);
@@ -162,9 +178,7 @@ async fn the_client_namespace_profile_wins() {
         r#"{{"ns":"{}","nodeName":"node-1","pod":"c"}}"#,
         client_env.ns
     );
-    let mut from_client_ns = open(&mut client, &authority(&env, "api", 8080), &token)
-        .await
-        .expect("open");
+    let mut from_client_ns = open_known(&mut client, &authority(&env, "api", 8080), &token).await;
     assert_eq!(
         route_names(&next(&mut from_client_ns).await),
         ["client-side"]
@@ -184,9 +198,7 @@ async fn ports_ips_and_errors() {
     let mut client = crate::common::client(dst.addr).await;
 
     // A port the Service does not declare: one empty profile, stream open.
-    let mut undeclared = open(&mut client, &authority(&env, "web", 9999), "")
-        .await
-        .expect("open");
+    let mut undeclared = open_known(&mut client, &authority(&env, "web", 9999), "").await;
     assert_eq!(next(&mut undeclared).await, DestinationProfile::default());
     let more = tokio::time::timeout(Duration::from_millis(500), undeclared.message()).await;
     assert!(more.is_err(), "the stream stays open and quiet: {more:?}");

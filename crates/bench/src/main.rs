@@ -7,9 +7,11 @@ mod destination;
 mod overload;
 mod policy;
 mod policy_outbound;
+mod proxy_client;
 mod soak;
 mod sp_validator;
 mod stats;
+mod trivial;
 
 use clap::{Parser, Subcommand};
 
@@ -34,6 +36,10 @@ enum Bench {
     /// Churn and faults against the destination and the policy controller,
     /// auditing every stream against the API's truth.
     Soak(soak::Args),
+    /// The trivial streaming server the benchmarks measure their client
+    /// against (started by them, not by hand).
+    #[command(hide = true)]
+    TrivialServer(trivial::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -47,5 +53,6 @@ fn main() -> anyhow::Result<()> {
         Bench::SpValidator(args) => runtime.block_on(sp_validator::run(args)),
         Bench::Overload(args) => runtime.block_on(overload::run(args)),
         Bench::Soak(args) => runtime.block_on(soak::run(args)),
+        Bench::TrivialServer(args) => runtime.block_on(trivial::serve(args)),
     }
 }

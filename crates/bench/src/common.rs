@@ -1,122 +1,14 @@
-//! What every streaming benchmark's client needs: a codec that counts
-//! arrivals without decoding, connections, and waiting for the server
-//! under test.
+//! What every benchmark needs: waiting for the server under test, CPU
+//! pinning, fan-out latencies, memory and CPU figures. (The streaming
+//! client is [`crate::proxy_client`].)
 
 use std::{
-    marker::PhantomData,
     net::SocketAddr,
     sync::atomic::{AtomicUsize, Ordering},
     time::{Duration, Instant},
 };
 
 use anyhow::bail;
-
-/// A client codec that encodes the request `Req` and does not decode the
-/// responses (it yields their size): the benchmarks measure when updates
-/// arrive, and decoding 10,000 streams' messages on the same two cores
-/// would mostly measure the client.
-pub struct ArrivalCodec<Req>(PhantomData<fn(Req)>);
-
-impl<Req> Default for ArrivalCodec<Req> {
-    fn default() -> Self {
-        Self(PhantomData)
-    }
-}
-
-pub struct RequestEncoder<Req>(PhantomData<fn(Req)>);
-pub struct SizeDecoder;
-
-impl<Req: prost::Message + Send + 'static> tonic::codec::Encoder for RequestEncoder<Req> {
-    type Item = Req;
-    type Error = tonic::Status;
-    fn encode(
-        &mut self,
-        item: Req,
-        dst: &mut tonic::codec::EncodeBuf<'_>,
-    ) -> Result<(), tonic::Status> {
-        item.encode(dst)
-            .map_err(|e| tonic::Status::internal(e.to_string()))
-    }
-}
-
-impl tonic::codec::Decoder for SizeDecoder {
-    type Item = usize;
-    type Error = tonic::Status;
-    fn decode(
-        &mut self,
-        src: &mut tonic::codec::DecodeBuf<'_>,
-    ) -> Result<Option<usize>, tonic::Status> {
-        use bytes::Buf;
-        let len = src.remaining();
-        src.advance(len);
-        Ok(Some(len))
-    }
-}
-
-impl<Req: prost::Message + Send + 'static> tonic::codec::Codec for ArrivalCodec<Req> {
-    type Encode = Req;
-    type Decode = usize;
-    type Encoder = RequestEncoder<Req>;
-    type Decoder = SizeDecoder;
-    fn encoder(&mut self) -> RequestEncoder<Req> {
-        RequestEncoder(PhantomData)
-    }
-    fn decoder(&mut self) -> SizeDecoder {
-        SizeDecoder
-    }
-}
-
-/// Opens one server-streaming call of `path` with `request` on `channel`
-/// in its own task: counts `ready` when the first message arrives, then
-/// sends `(key, arrival time)` on `events` for every later message.
-pub fn open_stream<Req: prost::Message + Send + 'static>(
-    channel: &tonic::transport::Channel,
-    path: &'static str,
-    request: Req,
-    key: usize,
-    events: &tokio::sync::mpsc::UnboundedSender<(usize, Instant)>,
-    ready: &std::sync::Arc<AtomicUsize>,
-) {
-    let mut client = tonic::client::Grpc::new(channel.clone());
-    let events = events.clone();
-    let ready = ready.clone();
-    tokio::spawn(async move {
-        if client.ready().await.is_err() {
-            return;
-        }
-        let path = http::uri::PathAndQuery::from_static(path);
-        let Ok(response) = client
-            .server_streaming(
-                tonic::Request::new(request),
-                path,
-                ArrivalCodec::<Req>::default(),
-            )
-            .await
-        else {
-            return;
-        };
-        let mut stream = response.into_inner();
-        if let Ok(Some(_)) = stream.message().await {
-            ready.fetch_add(1, Ordering::Relaxed);
-        }
-        while let Ok(Some(_)) = stream.message().await {
-            if events.send((key, Instant::now())).is_err() {
-                return;
-            }
-        }
-    });
-}
-
-pub async fn connect(addr: SocketAddr, n: usize) -> anyhow::Result<Vec<tonic::transport::Channel>> {
-    let mut channels = Vec::with_capacity(n);
-    for _ in 0..n.max(1) {
-        let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))?
-            .connect()
-            .await?;
-        channels.push(channel);
-    }
-    Ok(channels)
-}
 
 pub async fn wait_count(counter: &AtomicUsize, want: usize) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(300);

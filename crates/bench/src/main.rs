@@ -40,6 +40,10 @@ enum Bench {
     /// against (started by them, not by hand).
     #[command(hide = true)]
     TrivialServer(trivial::Args),
+    /// The trivial HTTPS server the sp-validator benchmark measures its
+    /// client against.
+    #[command(hide = true)]
+    TrivialHttps(trivial::HttpsArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -54,5 +58,6 @@ fn main() -> anyhow::Result<()> {
         Bench::Overload(args) => runtime.block_on(overload::run(args)),
         Bench::Soak(args) => runtime.block_on(soak::run(args)),
         Bench::TrivialServer(args) => runtime.block_on(trivial::serve(args)),
+        Bench::TrivialHttps(args) => runtime.block_on(trivial::serve_https(args)),
     }
 }

@@ -1,5 +1,7 @@
-//! `meridian-bench trivial-server`: the cheapest server a streaming
-//! benchmark's client can talk to, to measure the client alone.
+//! `meridian-bench trivial-server` and `trivial-https`: the cheapest
+//! servers the benchmarks' clients can talk to, to measure the clients
+//! alone (the streaming client here, the sp-validator's HTTPS client at the
+//! end).
 //!
 //! Every server-streaming call is answered with one small message at once,
 //! then one more each time a `Fire` call names the same method and request
@@ -131,26 +133,33 @@ pub async fn start(
     let addr = crate::common::free_addr()?;
     let exe = std::env::current_exe()?;
     let args = vec!["trivial-server".to_string(), format!("--addr={addr}")];
+    spawn_and_wait("trivial-server", &exe, args, work_dir, addr).await
+}
+
+async fn spawn_and_wait(
+    name: &str,
+    exe: &std::path::Path,
+    args: Vec<String>,
+    work_dir: &std::path::Path,
+    addr: SocketAddr,
+) -> anyhow::Result<(local_cluster::ManagedProcess, u32, SocketAddr)> {
     std::fs::create_dir_all(work_dir)?;
-    let (program, args) = crate::common::server_command(&exe, args);
+    let (program, args) = crate::common::server_command(exe, args);
     let process = local_cluster::ManagedProcess::spawn(
-        "trivial-server",
+        name,
         &program,
         &args,
-        &work_dir.join("trivial-server.log"),
+        &work_dir.join(format!("{name}.log")),
         local_cluster::Lifetime::Tied,
     )?;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while tokio::net::TcpStream::connect(addr).await.is_err() {
-        anyhow::ensure!(
-            std::time::Instant::now() < deadline,
-            "the trivial server did not start"
-        );
+        anyhow::ensure!(std::time::Instant::now() < deadline, "{name} did not start");
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     let pid = process
         .pid()
-        .ok_or_else(|| anyhow::anyhow!("trivial server has no pid"))?;
+        .ok_or_else(|| anyhow::anyhow!("{name} has no pid"))?;
     Ok((process, pid, addr))
 }
 
@@ -169,4 +178,81 @@ pub async fn fire(
     let response = conn.send_request(request).await?;
     let _ = response.into_body().collect().await;
     Ok(())
+}
+
+/// `meridian-bench trivial-https`: an HTTPS server (TLS 1.3, HTTP/1.1)
+/// that reads every request and answers one fixed AdmissionReview, to
+/// measure the sp-validator benchmark's client alone.
+#[derive(clap::Args)]
+pub struct HttpsArgs {
+    /// Where to listen (loopback).
+    #[arg(long)]
+    addr: SocketAddr,
+    /// PEM certificate chain.
+    #[arg(long)]
+    tls_cert: std::path::PathBuf,
+    /// PEM private key.
+    #[arg(long)]
+    tls_key: std::path::PathBuf,
+}
+
+const FIXED_REVIEW: &str = r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"uid","allowed":true}}"#;
+
+pub async fn serve_https(args: HttpsArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(args.addr.ip().is_loopback(), "loopback only");
+    let certs = rustls_pemfile::certs(&mut std::fs::read(&args.tls_cert)?.as_slice())
+        .collect::<Result<Vec<_>, _>>()?;
+    let key = rustls_pemfile::private_key(&mut std::fs::read(&args.tls_key)?.as_slice())?
+        .ok_or_else(|| anyhow::anyhow!("no private key"))?;
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_protocol_versions(&[&rustls::version::TLS13])?
+    .with_no_client_auth()
+    .with_single_cert(certs, key)?;
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = tokio::net::TcpListener::bind(args.addr).await?;
+    loop {
+        let (tcp, _) = listener.accept().await?;
+        let _ = tcp.set_nodelay(true);
+        let acceptor = acceptor.clone();
+        tokio::spawn(async move {
+            let Ok(tls) = acceptor.accept(tcp).await else {
+                return;
+            };
+            let service =
+                hyper::service::service_fn(|request: http::Request<Incoming>| async move {
+                    let _ = request.into_body().collect().await;
+                    let mut response = http::Response::new(http_body_util::Full::new(
+                        Bytes::from_static(FIXED_REVIEW.as_bytes()),
+                    ));
+                    response.headers_mut().insert(
+                        http::header::CONTENT_TYPE,
+                        http::HeaderValue::from_static("application/json"),
+                    );
+                    Ok::<_, Infallible>(response)
+                });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(tls), service)
+                .await;
+        });
+    }
+}
+
+/// Starts the trivial HTTPS server as a child process (pinned like the
+/// server under test); returns it and its address once it accepts.
+pub async fn start_https(
+    work_dir: &std::path::Path,
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) -> anyhow::Result<(local_cluster::ManagedProcess, u32, SocketAddr)> {
+    let addr = crate::common::free_addr()?;
+    let exe = std::env::current_exe()?;
+    let args = vec![
+        "trivial-https".to_string(),
+        format!("--addr={addr}"),
+        format!("--tls-cert={}", cert.display()),
+        format!("--tls-key={}", key.display()),
+    ];
+    spawn_and_wait("trivial-https", &exe, args, work_dir, addr).await
 }

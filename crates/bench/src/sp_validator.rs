@@ -191,7 +191,11 @@ async fn run_load(
     // Encoded before the clock starts: the client's CPU is spent on TLS and
     // HTTP, not on building JSON.
     let bodies: Vec<Vec<Bytes>> = (0..args.concurrency)
-        .map(|c| (0..per_client).map(|i| review(c * per_client + i)).collect())
+        .map(|c| {
+            (0..per_client)
+                .map(|i| review(c * per_client + i))
+                .collect()
+        })
         .collect();
     let mark = crate::common::CpuMark::now(pid);
     let started = Instant::now();

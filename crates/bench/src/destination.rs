@@ -175,6 +175,9 @@ impl Plan {
     }
 }
 
+/// Warm streams per connection.
+const WARM_PER_CONNECTION: usize = 50;
+
 pub(crate) const GET_PATH: &str = "/io.linkerd.proxy.destination.Destination/Get";
 const PROFILE_PATH: &str = "/io.linkerd.proxy.destination.Destination/GetProfile";
 
@@ -225,9 +228,13 @@ async fn open_all(
     let ready = Arc::new(AtomicUsize::new(0));
     let per_target = if config.profiles { 2 } else { 1 };
     let mut per_service = vec![0usize; config.services];
-    let mut conns = proxy_client::connect(addr, 1).await?;
+    // At most WARM_PER_CONNECTION warm streams per connection, under any
+    // concurrent-stream limit of the server.
+    let warm_conns = (config.services * per_target).div_ceil(WARM_PER_CONNECTION);
+    let mut conns = proxy_client::connect(addr, warm_conns).await?;
     for (s, count) in per_service.iter_mut().enumerate() {
-        open_target(&conns[0], s, config.profiles, events, &ready);
+        let conn = &conns[s * per_target / WARM_PER_CONNECTION];
+        open_target(conn, s, config.profiles, events, &ready);
         *count += 1;
     }
     wait_count(&ready, config.services * per_target).await?;

@@ -160,9 +160,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     // One warm stream per pod first, so every pod port's server exists:
     // what follows is the marginal cost of a stream.
     let mut per_group = vec![0usize; groups];
-    let warm_conn = proxy_client::connect(grpc_addr, 1).await?;
+    // (50 per connection, under any concurrent-stream limit of the server.)
+    let warm_conns = proxy_client::connect(grpc_addr, args.pods.div_ceil(50)).await?;
     for p in 0..args.pods {
-        open_watch(&warm_conn[0], p, group_of(p), &events_tx, &ready);
+        open_watch(&warm_conns[p / 50], p, group_of(p), &events_tx, &ready);
         per_group[group_of(p)] += 1;
     }
     wait_count(&ready, args.pods).await?;

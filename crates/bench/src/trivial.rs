@@ -55,6 +55,8 @@ pub async fn serve(args: Args) -> anyhow::Result<()> {
             });
             let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
                 .timer(TokioTimer::new())
+                // Like Meridian's servers (hyper's default is 200).
+                .max_concurrent_streams(None)
                 .serve_connection(TokioIo::new(tcp), service)
                 .await;
         });

@@ -47,33 +47,16 @@ use tokio::sync::mpsc;
 use crate::{
     common::{ConnectionMemory, CpuMark, FanOut, observe_versions, wait_count},
     proxy_client::{self, Conn},
+    shape::{Shape, ShapeArgs},
     stats::rss,
 };
 
 pub(crate) const NS: &str = "bench";
 
-/// What the streams look like.
-#[derive(Clone, Copy, Debug, clap::ValueEnum)]
-pub enum Shape {
-    /// 2,500 connections × 4 `Get` streams, each with a `GetProfile`; two
-    /// hot Services × 500 endpoints, 200 small ones (a mesh of 2,500 proxies).
-    Proxy,
-    /// 10,000 `Get` streams over 50 connections, no `GetProfile`; three hot
-    /// Services × 200 endpoints, 97 small ones (the benchmark before issue 15).
-    Legacy,
-}
-
 #[derive(clap::Args)]
 pub struct Args {
-    /// The shape's defaults; every other flag overrides one of them.
-    #[arg(long, value_enum, default_value = "proxy")]
-    shape: Shape,
-    /// HTTP/2 connections (proxies).
-    #[arg(long)]
-    connections: Option<usize>,
-    /// `Get` streams per connection.
-    #[arg(long)]
-    streams_per_connection: Option<usize>,
+    #[command(flatten)]
+    shape: ShapeArgs,
     /// Services in total.
     #[arg(long)]
     services: Option<usize>,
@@ -120,14 +103,14 @@ struct Config {
 
 impl Config {
     fn new(args: &Args) -> Self {
-        let (connections, per_connection, services, hot, hot_endpoints, profiles) = match args.shape
-        {
-            Shape::Proxy => (2_500, 4, 202, 2, 500, true),
-            Shape::Legacy => (50, 200, 100, 3, 200, false),
+        let (services, hot, hot_endpoints, profiles) = match args.shape.shape {
+            Shape::Proxy => (202, 2, 500, true),
+            Shape::Legacy => (100, 3, 200, false),
         };
+        let (connections, per_connection) = args.shape.connections();
         Self {
-            connections: args.connections.unwrap_or(connections).max(1),
-            per_connection: args.streams_per_connection.unwrap_or(per_connection),
+            connections,
+            per_connection,
             services: args.services.unwrap_or(services).max(1),
             hot_services: args.hot_services.unwrap_or(hot),
             hot_endpoints: args.hot_endpoints.unwrap_or(hot_endpoints),
@@ -286,7 +269,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let total_pods: usize = plan.sizes.iter().sum();
     println!(
         "destination bench ({:?} shape): {} connections × {} Get streams{}; {} services ({} hot × {} endpoints, others × {}), {} pods",
-        args.shape,
+        args.shape.shape,
         config.connections,
         config.per_connection,
         if config.profiles {

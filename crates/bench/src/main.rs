@@ -8,6 +8,7 @@ mod overload;
 mod policy;
 mod policy_outbound;
 mod proxy_client;
+mod shape;
 mod soak;
 mod sp_validator;
 mod stats;
@@ -24,10 +25,20 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Bench {
-    /// Get streams: memory per stream and update fan-out latency.
+    /// Get streams: memory per connection and stream, CPU, and endpoint
+    /// change fan-out latency.
+    ///
+    /// `--shape proxy` (default): 2,500 connections × 4 `Get` streams, each
+    /// with a `GetProfile`; two hot Services × 500 endpoints, 200 small
+    /// ones. `--shape legacy`: 10,000 `Get` streams over 50 connections, no
+    /// `GetProfile`; three hot Services × 200 endpoints, 97 small ones.
     Destination(destination::Args),
-    /// WatchPort and outbound Watch streams: memory per stream and
-    /// Server / HTTPRoute-change fan-out latency.
+    /// WatchPort and outbound Watch streams: memory per connection and
+    /// stream, CPU, and Server / HTTPRoute-change fan-out latency.
+    ///
+    /// `--shape proxy` (default): 2,500 connections × 4 `WatchPort` streams;
+    /// `--shape legacy`: 10,000 over 50 connections. The outbound `Watch`
+    /// streams use the same connections.
     Policy(policy::Args),
     /// AdmissionReviews over TLS: reviews per second and latency.
     SpValidator(sp_validator::Args),

@@ -44,32 +44,17 @@ use tokio::sync::mpsc;
 use crate::{
     common::{ConnectionMemory, CpuMark, FanOut, observe_versions, wait_count},
     proxy_client::{self, Conn},
+    shape::ShapeArgs,
     stats::rss,
 };
 
 const NS: &str = "bench";
 const PORT: u32 = 8080;
 
-/// What the connections look like.
-#[derive(Clone, Copy, Debug, clap::ValueEnum)]
-pub enum Shape {
-    /// 2,500 proxy connections × 4 WatchPort streams (a mesh of 2,500 proxies).
-    Proxy,
-    /// 10,000 WatchPort streams over 50 connections (before issue 15).
-    Legacy,
-}
-
 #[derive(clap::Args)]
 pub struct Args {
-    /// The shape's defaults for `--connections` and `--streams-per-connection`.
-    #[arg(long, value_enum, default_value = "proxy")]
-    shape: Shape,
-    /// HTTP/2 connections (proxies); the outbound streams use them too.
-    #[arg(long)]
-    connections: Option<usize>,
-    /// WatchPort streams per connection.
-    #[arg(long)]
-    streams_per_connection: Option<usize>,
+    #[command(flatten)]
+    shape: ShapeArgs,
     /// Do not pin the server and the client to different CPUs.
     #[arg(long)]
     no_pin: bool,
@@ -124,16 +109,11 @@ fn server_object(g: usize, protocol: &str) -> anyhow::Result<DynamicObject> {
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let groups = args.servers.max(1);
-    let (connections, per_connection) = match args.shape {
-        Shape::Proxy => (2_500, 4),
-        Shape::Legacy => (50, 200),
-    };
-    let connections = args.connections.unwrap_or(connections).max(1);
-    let per_connection = args.streams_per_connection.unwrap_or(per_connection);
+    let (connections, per_connection) = args.shape.connections();
     let streams = connections * per_connection;
     println!(
         "policy bench ({:?} shape): {connections} connections × {per_connection} WatchPort streams; {} meshed pods, {} Servers ({} pods each)",
-        args.shape,
+        args.shape.shape,
         args.pods,
         groups,
         args.pods / groups

@@ -1,122 +1,14 @@
-//! What every streaming benchmark's client needs: a codec that counts
-//! arrivals without decoding, connections, and waiting for the server
-//! under test.
+//! What every benchmark needs: waiting for the server under test, CPU
+//! pinning, fan-out latencies, memory and CPU figures. (The streaming
+//! client is [`crate::proxy_client`].)
 
 use std::{
-    marker::PhantomData,
     net::SocketAddr,
     sync::atomic::{AtomicUsize, Ordering},
     time::{Duration, Instant},
 };
 
 use anyhow::bail;
-
-/// A client codec that encodes the request `Req` and does not decode the
-/// responses (it yields their size): the benchmarks measure when updates
-/// arrive, and decoding 10,000 streams' messages on the same two cores
-/// would mostly measure the client.
-pub struct ArrivalCodec<Req>(PhantomData<fn(Req)>);
-
-impl<Req> Default for ArrivalCodec<Req> {
-    fn default() -> Self {
-        Self(PhantomData)
-    }
-}
-
-pub struct RequestEncoder<Req>(PhantomData<fn(Req)>);
-pub struct SizeDecoder;
-
-impl<Req: prost::Message + Send + 'static> tonic::codec::Encoder for RequestEncoder<Req> {
-    type Item = Req;
-    type Error = tonic::Status;
-    fn encode(
-        &mut self,
-        item: Req,
-        dst: &mut tonic::codec::EncodeBuf<'_>,
-    ) -> Result<(), tonic::Status> {
-        item.encode(dst)
-            .map_err(|e| tonic::Status::internal(e.to_string()))
-    }
-}
-
-impl tonic::codec::Decoder for SizeDecoder {
-    type Item = usize;
-    type Error = tonic::Status;
-    fn decode(
-        &mut self,
-        src: &mut tonic::codec::DecodeBuf<'_>,
-    ) -> Result<Option<usize>, tonic::Status> {
-        use bytes::Buf;
-        let len = src.remaining();
-        src.advance(len);
-        Ok(Some(len))
-    }
-}
-
-impl<Req: prost::Message + Send + 'static> tonic::codec::Codec for ArrivalCodec<Req> {
-    type Encode = Req;
-    type Decode = usize;
-    type Encoder = RequestEncoder<Req>;
-    type Decoder = SizeDecoder;
-    fn encoder(&mut self) -> RequestEncoder<Req> {
-        RequestEncoder(PhantomData)
-    }
-    fn decoder(&mut self) -> SizeDecoder {
-        SizeDecoder
-    }
-}
-
-/// Opens one server-streaming call of `path` with `request` on `channel`
-/// in its own task: counts `ready` when the first message arrives, then
-/// sends `(key, arrival time)` on `events` for every later message.
-pub fn open_stream<Req: prost::Message + Send + 'static>(
-    channel: &tonic::transport::Channel,
-    path: &'static str,
-    request: Req,
-    key: usize,
-    events: &tokio::sync::mpsc::UnboundedSender<(usize, Instant)>,
-    ready: &std::sync::Arc<AtomicUsize>,
-) {
-    let mut client = tonic::client::Grpc::new(channel.clone());
-    let events = events.clone();
-    let ready = ready.clone();
-    tokio::spawn(async move {
-        if client.ready().await.is_err() {
-            return;
-        }
-        let path = http::uri::PathAndQuery::from_static(path);
-        let Ok(response) = client
-            .server_streaming(
-                tonic::Request::new(request),
-                path,
-                ArrivalCodec::<Req>::default(),
-            )
-            .await
-        else {
-            return;
-        };
-        let mut stream = response.into_inner();
-        if let Ok(Some(_)) = stream.message().await {
-            ready.fetch_add(1, Ordering::Relaxed);
-        }
-        while let Ok(Some(_)) = stream.message().await {
-            if events.send((key, Instant::now())).is_err() {
-                return;
-            }
-        }
-    });
-}
-
-pub async fn connect(addr: SocketAddr, n: usize) -> anyhow::Result<Vec<tonic::transport::Channel>> {
-    let mut channels = Vec::with_capacity(n);
-    for _ in 0..n.max(1) {
-        let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))?
-            .connect()
-            .await?;
-        channels.push(channel);
-    }
-    Ok(channels)
-}
 
 pub async fn wait_count(counter: &AtomicUsize, want: usize) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(300);
@@ -173,13 +65,43 @@ where
     (task, seen_rx)
 }
 
-/// Fan-out latencies of a series of writes: until every subscribed stream
-/// got the update, from the write and from when watchers saw it.
+/// Fan-out latencies of a series of writes: until the first and until
+/// every subscribed stream got the update, from the write and from when
+/// watchers saw it.
 #[derive(Default)]
 pub struct FanOut {
     from_write: Vec<Duration>,
+    first_from_write: Vec<Duration>,
+    first_to_last: Vec<Duration>,
     from_watch: Vec<Duration>,
     first_from_watch: Vec<Duration>,
+}
+
+/// Waits for `expected` arrivals tagged `key` (after write `k`, made at
+/// `t0`); returns the first and the last arrival.
+pub async fn arrivals(
+    k: usize,
+    t0: Instant,
+    key: usize,
+    expected: usize,
+    events: &mut tokio::sync::mpsc::UnboundedReceiver<(usize, Instant)>,
+) -> anyhow::Result<(Instant, Instant)> {
+    let mut count = 0usize;
+    let mut last = t0;
+    let mut first: Option<Instant> = None;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while count < expected {
+        match tokio::time::timeout_at(deadline, events.recv()).await {
+            Ok(Some((got, at))) if got == key => {
+                count += 1;
+                last = last.max(at);
+                first = Some(first.map_or(at, |f| f.min(at)));
+            }
+            Ok(Some(_)) => {}
+            _ => bail!("change {k}: only {count}/{expected} streams got the update within 30s"),
+        }
+    }
+    Ok((first.unwrap_or(last), last))
 }
 
 impl FanOut {
@@ -197,22 +119,7 @@ impl FanOut {
         events: &mut tokio::sync::mpsc::UnboundedReceiver<(usize, Instant)>,
         seen: &mut tokio::sync::mpsc::UnboundedReceiver<(String, Instant)>,
     ) -> anyhow::Result<()> {
-        let mut count = 0usize;
-        let mut last = t0;
-        let mut first: Option<Instant> = None;
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        while count < expected {
-            match tokio::time::timeout_at(deadline, events.recv()).await {
-                Ok(Some((got, at))) if got == key => {
-                    count += 1;
-                    last = last.max(at);
-                    first = Some(first.map_or(at, |f| f.min(at)));
-                }
-                Ok(Some(_)) => {}
-                _ => bail!("change {k}: only {count}/{expected} streams got the update within 30s"),
-            }
-        }
-        self.from_write.push(last - t0);
+        let (first, last) = arrivals(k, t0, key, expected, events).await?;
         let visible = loop {
             match tokio::time::timeout(Duration::from_secs(30), seen.recv()).await {
                 Ok(Some((seen_rv, at))) if seen_rv == rv => break at,
@@ -220,34 +127,57 @@ impl FanOut {
                 _ => bail!("change {k}: our own watch never saw resourceVersion {rv}"),
             }
         };
+        self.record_arrivals(t0, first, last);
         self.from_watch
             .push(last.saturating_duration_since(visible));
         self.first_from_watch
-            .push(first.unwrap_or(last).saturating_duration_since(visible));
+            .push(first.saturating_duration_since(visible));
         Ok(())
+    }
+
+    /// Records a write at `t0` whose first and last arrivals are given
+    /// (without a watch: the trivial server's baseline).
+    pub fn record_arrivals(&mut self, t0: Instant, first: Instant, last: Instant) {
+        self.from_write.push(last - t0);
+        self.first_from_write
+            .push(first.saturating_duration_since(t0));
+        self.first_to_last
+            .push(last.saturating_duration_since(first));
     }
 
     /// Prints the figures; `write` names what was written.
     pub fn print(&self, write: &str) {
         use crate::stats::{ms, percentile};
+        let p = |v: &[Duration], q: f64| ms(percentile(v, q));
         let label = format!("from the {write} write:");
         println!(
-            "    {label:<34} p50 {}, p99 {}, max {} (target p99 ≤ 50 ms)",
-            ms(percentile(&self.from_write, 50.0)),
-            ms(percentile(&self.from_write, 99.0)),
-            ms(percentile(&self.from_write, 100.0))
+            "    {label:<34} first stream p50 {}, p99 {}; last stream p50 {}, p99 {}, max {} (target p99 ≤ 50 ms)",
+            p(&self.first_from_write, 50.0),
+            p(&self.first_from_write, 99.0),
+            p(&self.from_write, 50.0),
+            p(&self.from_write, 99.0),
+            p(&self.from_write, 100.0)
         );
         println!(
-            "    from the change reaching watchers: p50 {}, p90 {}, p99 {}, max {}",
-            ms(percentile(&self.from_watch, 50.0)),
-            ms(percentile(&self.from_watch, 90.0)),
-            ms(percentile(&self.from_watch, 99.0)),
-            ms(percentile(&self.from_watch, 100.0))
+            "    first → last stream:               p50 {}, p99 {}, max {} (target ≤ 25 ms)",
+            p(&self.first_to_last, 50.0),
+            p(&self.first_to_last, 99.0),
+            p(&self.first_to_last, 100.0)
+        );
+        if self.from_watch.is_empty() {
+            return;
+        }
+        println!(
+            "    from the change reaching watchers: last stream p50 {}, p90 {}, p99 {}, max {}",
+            p(&self.from_watch, 50.0),
+            p(&self.from_watch, 90.0),
+            p(&self.from_watch, 99.0),
+            p(&self.from_watch, 100.0)
         );
         println!(
             "    first stream, from watchers:       p50 {}, p99 {}",
-            ms(percentile(&self.first_from_watch, 50.0)),
-            ms(percentile(&self.first_from_watch, 99.0)),
+            p(&self.first_from_watch, 50.0),
+            p(&self.first_from_watch, 99.0),
         );
     }
 
@@ -288,6 +218,80 @@ pub async fn start_cluster(
     let client = cluster.client()?;
     install_crds(&cluster)?;
     Ok((cluster, client))
+}
+
+/// Which CPUs the server under test and this benchmark client run on,
+/// when the machine has at least two: the server on the first allowed CPU,
+/// the client on the last (set once by [`pin`]).
+static PINNING: std::sync::OnceLock<Option<(usize, usize)>> = std::sync::OnceLock::new();
+
+/// The CPUs this process may run on (`taskset -p`'s list, expanded).
+fn allowed_cpus() -> Vec<usize> {
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+        return Vec::new();
+    };
+    let Some(list) = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+    else {
+        return Vec::new();
+    };
+    let mut cpus = Vec::new();
+    for part in list.trim().split(',') {
+        let mut ends = part
+            .split('-')
+            .filter_map(|n| n.trim().parse::<usize>().ok());
+        if let Some(first) = ends.next() {
+            let last = ends.next().unwrap_or(first);
+            cpus.extend(first..=last);
+        }
+    }
+    cpus
+}
+
+/// Pins this process's threads (the benchmark client) to one CPU and
+/// remembers another for the server under test, if `enabled` and the
+/// machine allows (two CPUs or more); prints which. Call it after the
+/// local control plane started (its processes stay unpinned) and before
+/// [`start_server`]. Threads created later inherit the client's CPU.
+pub fn pin(enabled: bool) {
+    let cpus = allowed_cpus();
+    let choice = match (enabled, cpus.first(), cpus.last()) {
+        (true, Some(&server), Some(&client)) if server != client => {
+            let pinned = std::process::Command::new("taskset")
+                .args(["-a", "-p", "-c", &client.to_string()])
+                .arg(std::process::id().to_string())
+                .stdout(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            pinned.then_some((server, client))
+        }
+        _ => None,
+    };
+    let _ = PINNING.set(choice);
+    match choice {
+        Some((server, client)) => println!(
+            "  pinned (taskset): server under test on CPU {server}, benchmark client on CPU {client}; kube-apiserver and etcd unpinned (CPUs {cpus:?})"
+        ),
+        None => println!("  not pinned (CPUs allowed: {cpus:?})"),
+    }
+}
+
+/// The program and arguments that run `bin` with `args` on the server's
+/// CPU (through `taskset`), or as they are when not pinned.
+pub fn server_command(
+    bin: &std::path::Path,
+    args: Vec<String>,
+) -> (std::path::PathBuf, Vec<String>) {
+    match PINNING.get().copied().flatten() {
+        Some((server, _)) => {
+            let mut wrapped = vec!["-c".to_string(), server.to_string()];
+            wrapped.push(bin.display().to_string());
+            wrapped.extend(args);
+            ("taskset".into(), wrapped)
+        }
+        None => (bin.to_path_buf(), args),
+    }
 }
 
 /// The server under test: `bin` with a kubeconfig for `cluster`, its gRPC
@@ -334,9 +338,10 @@ pub async fn start_server_at(
     ];
     args.extend(extra.iter().cloned());
     let log = cluster.work_dir().join(format!("{name}.log"));
+    let (program, args) = server_command(bin, args);
     let process = local_cluster::ManagedProcess::spawn(
         &name,
-        bin,
+        &program,
         &args,
         &log,
         local_cluster::Lifetime::Tied,
@@ -379,4 +384,120 @@ pub fn print_memory(
         "  marginal memory per stream: {} bytes (target ≤ 4096)",
         after.saturating_sub(before) / streams.max(1) as u64
     );
+}
+
+/// Memory of a proxy-shaped streaming benchmark: the server's RSS (and its
+/// anonymous part) with the warm streams, after the connections opened
+/// (no streams yet), and after every connection opened its streams.
+pub struct ConnectionMemory {
+    pub warm: crate::stats::Rss,
+    pub connected: crate::stats::Rss,
+    pub after: crate::stats::Rss,
+}
+
+impl ConnectionMemory {
+    /// Prints the totals, the bytes per idle connection, per stream and per
+    /// connection with its streams (`per_connection` streams of `what`,
+    /// e.g. "Get stream (with its GetProfile)").
+    pub fn print(&self, server: &str, connections: usize, streams: usize, what: &str) {
+        let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+        let per = |a: u64, b: u64, n: usize| a.saturating_sub(b) / n.max(1) as u64;
+        println!(
+            "  {server} RSS (anonymous): {:.1} MiB ({:.1}) warm; {:.1} MiB ({:.1}) with {connections} idle connections; {:.1} MiB ({:.1}) with their {streams} streams",
+            mib(self.warm.total),
+            mib(self.warm.anon),
+            mib(self.connected.total),
+            mib(self.connected.anon),
+            mib(self.after.total),
+            mib(self.after.anon),
+        );
+        println!(
+            "    per idle connection: {} bytes ({} anonymous)",
+            per(self.connected.total, self.warm.total, connections),
+            per(self.connected.anon, self.warm.anon, connections),
+        );
+        println!(
+            "    per {what}: {} bytes ({} anonymous) (target ≤ 3072)",
+            per(self.after.total, self.connected.total, streams),
+            per(self.after.anon, self.connected.anon, streams),
+        );
+        println!(
+            "    per connection with its {} streams: {} bytes ({} anonymous) (target ≤ 12288)",
+            streams / connections.max(1),
+            per(self.after.total, self.warm.total, connections),
+            per(self.after.anon, self.warm.anon, connections),
+        );
+    }
+}
+
+/// CPU seconds used by a process and by this benchmark client since
+/// [`CpuMark::now`].
+pub struct CpuMark {
+    pid: u32,
+    server: f64,
+    client: f64,
+    at: Instant,
+}
+
+impl CpuMark {
+    pub fn now(pid: u32) -> Self {
+        Self {
+            pid,
+            server: crate::stats::cpu_seconds(pid).unwrap_or_default(),
+            client: crate::stats::own_cpu_seconds(),
+            at: Instant::now(),
+        }
+    }
+
+    /// (server CPU s, client CPU s, wall s) since the mark.
+    pub fn since(&self) -> (f64, f64, f64) {
+        (
+            crate::stats::cpu_seconds(self.pid).unwrap_or_default() - self.server,
+            crate::stats::own_cpu_seconds() - self.client,
+            self.at.elapsed().as_secs_f64(),
+        )
+    }
+}
+
+/// A `perf record` of a process during one phase of a benchmark (when the
+/// benchmark was given a directory for profiles); stopped by [`Self::stop`].
+pub struct PerfRecord(Option<std::process::Child>);
+
+impl PerfRecord {
+    /// Starts `perf record -g -p pid -o dir/name.data` if `dir` is given.
+    pub fn start(dir: Option<&std::path::Path>, name: &str, pid: u32) -> Self {
+        let Some(dir) = dir else {
+            return Self(None);
+        };
+        let _ = std::fs::create_dir_all(dir);
+        let out = dir.join(format!("{name}.data"));
+        let child = std::process::Command::new("perf")
+            .args(["record", "-F", "1999", "-g", "-p", &pid.to_string(), "-o"])
+            .arg(&out)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn();
+        match child {
+            Ok(child) => {
+                println!("  perf record of {name} → {}", out.display());
+                // perf needs a moment to attach.
+                std::thread::sleep(Duration::from_millis(300));
+                Self(Some(child))
+            }
+            Err(error) => {
+                println!("  perf record of {name} not started: {error}");
+                Self(None)
+            }
+        }
+    }
+
+    /// Stops the recording (SIGINT, so that perf writes its file).
+    pub fn stop(mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = std::process::Command::new("kill")
+                .args(["-INT", &child.id().to_string()])
+                .status();
+            let _ = child.wait();
+        }
+    }
 }

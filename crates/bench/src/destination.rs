@@ -6,10 +6,21 @@
 //! events). Slices are written directly (selector-less Services) so the
 //! figures measure Meridian, not kube-controller-manager's batching.
 //!
-//! Prints the destination's RSS before and after opening the streams, the
-//! marginal bytes per stream, and the p50/p99 time from an EndpointSlice
-//! write to the moment every stream of that Service has received the update
-//! (apiserver write + watch delivery + fan-out).
+//! The default shape is a mesh's (`--shape proxy`): every proxy is one
+//! HTTP/2 connection with linkerd2-proxy's settings (see
+//! [`crate::proxy_client`]) holding a few `Get` streams, each paired with a
+//! `GetProfile` for the same target; 2,500 connections × 4, two hot
+//! Services of 500 endpoints (each with one stream on every connection)
+//! and many small ones. `--shape legacy` is the benchmark before issue 15:
+//! 10,000 `Get` streams over 50 connections, no `GetProfile`.
+//!
+//! Prints the destination's RSS and anonymous RSS with warm streams, with
+//! the connections open and with their streams (bytes per connection and
+//! per stream), the server's and the client's CPU to open the streams and
+//! per endpoint change, and the time from an EndpointSlice write until the
+//! first and the last stream of that Service received the update. Then the
+//! same client against a trivial server ([`crate::trivial`]): the client's
+//! own share, printed beside.
 
 use std::{
     collections::HashMap,
@@ -19,6 +30,7 @@ use std::{
 };
 
 use anyhow::Context;
+use bytes::Bytes;
 use futures::{StreamExt, stream};
 use k8s_openapi::api::{
     core::v1::{Namespace, Pod, Service},
@@ -33,38 +45,83 @@ use serde_json::json;
 use tokio::sync::mpsc;
 
 use crate::{
-    common::{FanOut, connect, observe_versions, open_stream, wait_count},
-    stats::rss_bytes,
+    common::{ConnectionMemory, CpuMark, FanOut, observe_versions, wait_count},
+    proxy_client::{self, Conn},
+    shape::{Shape, ShapeArgs},
+    stats::rss,
 };
 
 pub(crate) const NS: &str = "bench";
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Concurrent Get streams.
-    #[arg(long, default_value_t = 10_000)]
-    streams: usize,
+    #[command(flatten)]
+    shape: ShapeArgs,
     /// Services in total.
-    #[arg(long, default_value_t = 100)]
-    services: usize,
+    #[arg(long)]
+    services: Option<usize>,
     /// Hot services (half of the streams subscribe to them).
-    #[arg(long, default_value_t = 3)]
-    hot_services: usize,
+    #[arg(long)]
+    hot_services: Option<usize>,
     /// Endpoints of each hot service.
-    #[arg(long, default_value_t = 200)]
-    hot_endpoints: usize,
+    #[arg(long)]
+    hot_endpoints: Option<usize>,
     /// Endpoints of each other service.
-    #[arg(long, default_value_t = 4)]
-    endpoints: usize,
+    #[arg(long)]
+    endpoints: Option<usize>,
+    /// Pair every `Get` with a `GetProfile` for the same target.
+    #[arg(long, action = clap::ArgAction::Set)]
+    profiles: Option<bool>,
     /// Endpoint changes to time.
     #[arg(long, default_value_t = 40)]
     changes: usize,
-    /// HTTP/2 connections the streams are spread over.
-    #[arg(long, default_value_t = 50)]
-    connections: usize,
+    /// Skip the client-alone baseline against the trivial server.
+    #[arg(long)]
+    no_baseline: bool,
+    /// Do not pin the server and the client to different CPUs.
+    #[arg(long)]
+    no_pin: bool,
+    /// Record the server with `perf record` while it opens the streams and
+    /// during the endpoint changes, into this directory.
+    #[arg(long)]
+    perf_dir: Option<PathBuf>,
     /// The `destination` binary to benchmark.
     #[arg(long)]
     destination_bin: PathBuf,
+}
+
+/// The resolved shape.
+struct Config {
+    connections: usize,
+    per_connection: usize,
+    services: usize,
+    hot_services: usize,
+    hot_endpoints: usize,
+    endpoints: usize,
+    profiles: bool,
+}
+
+impl Config {
+    fn new(args: &Args) -> Self {
+        let (services, hot, hot_endpoints, profiles) = match args.shape.shape {
+            Shape::Proxy => (202, 2, 500, true),
+            Shape::Legacy => (100, 3, 200, false),
+        };
+        let (connections, per_connection) = args.shape.connections();
+        Self {
+            connections,
+            per_connection,
+            services: args.services.unwrap_or(services).max(1),
+            hot_services: args.hot_services.unwrap_or(hot),
+            hot_endpoints: args.hot_endpoints.unwrap_or(hot_endpoints),
+            endpoints: args.endpoints.unwrap_or(4),
+            profiles: args.profiles.unwrap_or(profiles),
+        }
+    }
+
+    fn streams(&self) -> usize {
+        self.connections * self.per_connection
+    }
 }
 
 pub(crate) struct Plan {
@@ -73,20 +130,22 @@ pub(crate) struct Plan {
 }
 
 impl Plan {
-    fn new(args: &Args) -> Self {
-        let sizes = (0..args.services)
+    fn new(config: &Config) -> Self {
+        let sizes = (0..config.services)
             .map(|i| {
-                if i < args.hot_services {
-                    args.hot_endpoints
+                if i < config.hot_services {
+                    config.hot_endpoints
                 } else {
-                    args.endpoints
+                    config.endpoints
                 }
             })
             .collect();
         Self { sizes }
     }
 
-    /// The service of stream `i`: half the streams on hot services.
+    /// The service of stream `i`: half the streams on hot services. With
+    /// streams numbered connection by connection, 4 per connection and two
+    /// hot services, every connection holds one stream of each.
     fn service_of(&self, i: usize, hot: usize) -> usize {
         let n = self.sizes.len();
         if hot > 0 && i.is_multiple_of(2) {
@@ -97,6 +156,317 @@ impl Plan {
             i % n
         }
     }
+}
+
+/// Warm streams per connection.
+const WARM_PER_CONNECTION: usize = 50;
+
+pub(crate) const GET_PATH: &str = "/io.linkerd.proxy.destination.Destination/Get";
+const PROFILE_PATH: &str = "/io.linkerd.proxy.destination.Destination/GetProfile";
+
+/// The request frame of every stream of `service`.
+pub(crate) fn request_frame(service: usize) -> Bytes {
+    proxy_client::frame(&GetDestination {
+        scheme: "k8s".into(),
+        path: format!("{}.{NS}.svc.cluster.local:80", svc_name(service)),
+        context_token: format!(r#"{{"ns":"{NS}", "nodeName":"node-1"}}"#),
+    })
+}
+
+/// The streams a proxy opens for one target: its `Get` (whose updates are
+/// tagged with `service`) and, if `profiles`, its `GetProfile`.
+fn open_target(
+    conn: &Conn,
+    service: usize,
+    profiles: bool,
+    events: &mpsc::UnboundedSender<(usize, Instant)>,
+    ready: &Arc<AtomicUsize>,
+) {
+    let frame = request_frame(service);
+    if profiles {
+        proxy_client::open(conn, PROFILE_PATH, frame.clone(), None, events, ready);
+    }
+    proxy_client::open(conn, GET_PATH, frame, Some(service), events, ready);
+}
+
+/// What opening the streams cost.
+struct Opened {
+    memory: ConnectionMemory,
+    /// Server CPU, client CPU and wall seconds to connect, then to open.
+    connect: (f64, f64, f64),
+    open: (f64, f64, f64),
+    per_service: Vec<usize>,
+}
+
+/// Opens one warm stream per service (so that every publisher exists), then
+/// the connections, then their streams, measuring each step.
+async fn open_all(
+    addr: std::net::SocketAddr,
+    pid: u32,
+    config: &Config,
+    plan: &Plan,
+    events: &mpsc::UnboundedSender<(usize, Instant)>,
+    perf_dir: Option<&std::path::Path>,
+) -> anyhow::Result<(Opened, Vec<Conn>)> {
+    let ready = Arc::new(AtomicUsize::new(0));
+    let per_target = if config.profiles { 2 } else { 1 };
+    let mut per_service = vec![0usize; config.services];
+    // At most WARM_PER_CONNECTION warm streams per connection, under any
+    // concurrent-stream limit of the server.
+    let warm_conns = (config.services * per_target).div_ceil(WARM_PER_CONNECTION);
+    let mut conns = proxy_client::connect(addr, warm_conns).await?;
+    for (s, count) in per_service.iter_mut().enumerate() {
+        let conn = &conns[s * per_target / WARM_PER_CONNECTION];
+        open_target(conn, s, config.profiles, events, &ready);
+        *count += 1;
+    }
+    wait_count(&ready, config.services * per_target).await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let warm = rss(pid).context("reading RSS")?;
+
+    let mark = CpuMark::now(pid);
+    let proxies = proxy_client::connect(addr, config.connections).await?;
+    let connect = mark.since();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let connected = rss(pid).context("reading RSS")?;
+
+    let perf = crate::common::PerfRecord::start(perf_dir, "open", pid);
+    let mark = CpuMark::now(pid);
+    for i in 0..config.streams() {
+        let s = plan.service_of(i, config.hot_services);
+        let conn = &proxies[i / config.per_connection.max(1)];
+        open_target(conn, s, config.profiles, events, &ready);
+        per_service[s] += 1;
+    }
+    wait_count(&ready, (config.services + config.streams()) * per_target).await?;
+    let open = mark.since();
+    perf.stop();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = rss(pid).context("reading RSS")?;
+    conns.extend(proxies);
+    Ok((
+        Opened {
+            memory: ConnectionMemory {
+                warm,
+                connected,
+                after,
+            },
+            connect,
+            open,
+            per_service,
+        },
+        conns,
+    ))
+}
+
+fn print_cpu(label: &str, (server, client, wall): (f64, f64, f64)) {
+    println!("  {label}: server CPU {server:.2} s, client CPU {client:.2} s, {wall:.2} s wall");
+}
+
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    let config = Config::new(&args);
+    let plan = Plan::new(&config);
+    let total_pods: usize = plan.sizes.iter().sum();
+    println!(
+        "destination bench ({:?} shape): {} connections × {} Get streams{}; {} services ({} hot × {} endpoints, others × {}), {} pods",
+        args.shape.shape,
+        config.connections,
+        config.per_connection,
+        if config.profiles {
+            ", each with a GetProfile"
+        } else {
+            ""
+        },
+        config.services,
+        config.hot_services,
+        config.hot_endpoints,
+        config.endpoints,
+        total_pods
+    );
+    let work_dir = std::env::temp_dir().join(format!("meridian-bench-{}", std::process::id()));
+    let (cluster, client) = crate::common::start_cluster(&work_dir).await?;
+    let setup = Instant::now();
+    populate(&client, &plan).await?;
+    println!(
+        "  cluster populated in {:.1}s",
+        setup.elapsed().as_secs_f64()
+    );
+    crate::common::pin(!args.no_pin);
+    let (mut destination, pid, grpc_addr) =
+        crate::common::start_server(&cluster, &args.destination_bin, "addr", &[]).await?;
+
+    let (events_tx, mut events_rx) = mpsc::unbounded_channel::<(usize, Instant)>();
+    let (opened, conns) = open_all(
+        grpc_addr,
+        pid,
+        &config,
+        &plan,
+        &events_tx,
+        args.perf_dir.as_deref(),
+    )
+    .await?;
+    while events_rx.try_recv().is_ok() {}
+
+    // Fan-out latency of one endpoint change on a hot service. Our own watch
+    // of the slices tells when the change became visible to watchers, so the
+    // apiserver's share of the latency can be told apart from Meridian's.
+    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), NS);
+    let (observer, mut seen_rx) = observe_versions(slices.clone());
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    while seen_rx.try_recv().is_ok() {}
+    let idle = CpuMark::now(pid);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let idle = idle.since();
+    let mut fan_out = FanOut::default();
+    let hot = config.hot_services.max(1);
+    let mut not_ready: HashMap<usize, Option<usize>> = HashMap::new();
+    let perf = crate::common::PerfRecord::start(args.perf_dir.as_deref(), "changes", pid);
+    let changes = CpuMark::now(pid);
+    for k in 0..args.changes {
+        let s = k % hot;
+        let size = plan.sizes[s];
+        let flip = not_ready
+            .get(&s)
+            .copied()
+            .flatten()
+            .map_or(Some(k % size.max(1)), |_| None);
+        not_ready.insert(s, flip);
+        let patch = json!({ "endpoints": slice_endpoints(s, size, flip) });
+        let t0 = Instant::now();
+        let patched = slices
+            .patch(&svc_name(s), &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        let rv = patched.metadata.resource_version.unwrap_or_default();
+        fan_out
+            .record(
+                k,
+                t0,
+                &rv,
+                s,
+                opened.per_service[s],
+                &mut events_rx,
+                &mut seen_rx,
+            )
+            .await?;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let changes = changes.since();
+    perf.stop();
+    observer.abort();
+    drop(conns);
+    destination.stop(Duration::from_secs(5));
+
+    let per_target = if config.profiles {
+        "Get stream (with its GetProfile)"
+    } else {
+        "Get stream"
+    };
+    opened.memory.print(
+        "destination",
+        config.connections,
+        config.streams(),
+        per_target,
+    );
+    print_cpu(
+        &format!("opening {} connections", config.connections),
+        opened.connect,
+    );
+    print_cpu(
+        &format!(
+            "opening {} Get streams{}",
+            config.streams(),
+            if config.profiles {
+                " + GetProfiles"
+            } else {
+                ""
+            }
+        ),
+        opened.open,
+    );
+    println!("    (target: ≤ 1 s of server CPU for 10,000 streams)");
+    print_per_change(args.changes, idle, changes);
+    let streams_per_hot: Vec<usize> = (0..hot).map(|s| opened.per_service[s]).collect();
+    println!(
+        "  endpoint change → every subscribed stream ({} changes, {:?} streams per hot service):",
+        fan_out.len(),
+        streams_per_hot
+    );
+    fan_out.print("EndpointSlice");
+
+    if !args.no_baseline {
+        baseline(&work_dir, &config, &plan, args.changes).await?;
+    }
+    drop(cluster);
+    let _ = std::fs::remove_dir_all(&work_dir);
+    Ok(())
+}
+
+/// Prints the CPU of one change: the changes' CPU over `changes` writes,
+/// and the same less the idle rate (keepalive PINGs, watch bookmarks).
+fn print_per_change(changes: usize, idle: (f64, f64, f64), during: (f64, f64, f64)) {
+    let n = changes.max(1) as f64;
+    let idle_rate = idle.0 / idle.2.max(1e-9);
+    println!(
+        "  per endpoint change: server CPU {:.1} ms ({:.1} ms less its idle {:.1} ms/s), client CPU {:.1} ms (target ≤ 15 ms of server CPU)",
+        during.0 * 1000.0 / n,
+        (during.0 - idle_rate * during.2).max(0.0) * 1000.0 / n,
+        idle_rate * 1000.0,
+        during.1 * 1000.0 / n,
+    );
+}
+
+/// The same client against the trivial server: what the client costs and
+/// how fast it sees a fan-out when the server does nothing else.
+async fn baseline(
+    work_dir: &std::path::Path,
+    config: &Config,
+    plan: &Plan,
+    changes: usize,
+) -> anyhow::Result<()> {
+    let (mut server, pid, addr) = crate::trivial::start(work_dir).await?;
+    let (events_tx, mut events_rx) = mpsc::unbounded_channel::<(usize, Instant)>();
+    let (opened, conns) = open_all(addr, pid, config, plan, &events_tx, None).await?;
+    while events_rx.try_recv().is_ok() {}
+    let mut fan_out = FanOut::default();
+    let hot = config.hot_services.max(1);
+    let mark = CpuMark::now(pid);
+    for k in 0..changes {
+        let s = k % hot;
+        let t0 = Instant::now();
+        crate::trivial::fire(&conns[0], GET_PATH, request_frame(s)).await?;
+        let (first, last) =
+            crate::common::arrivals(k, t0, s, opened.per_service[s], &mut events_rx).await?;
+        fan_out.record_arrivals(t0, first, last);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let during = mark.since();
+    drop(conns);
+    server.stop(Duration::from_secs(2));
+    println!(
+        "  baseline, the same client against a trivial server (one shared frame per group, no index):"
+    );
+    opened.memory.print(
+        "trivial server",
+        config.connections,
+        config.streams(),
+        "Get stream",
+    );
+    print_cpu(
+        &format!("  opening {} connections", config.connections),
+        opened.connect,
+    );
+    print_cpu(
+        &format!("  opening {} Get streams", config.streams()),
+        opened.open,
+    );
+    let n = changes.max(1) as f64;
+    println!(
+        "    per fire: trivial server CPU {:.1} ms, client CPU {:.1} ms",
+        during.0 * 1000.0 / n,
+        during.1 * 1000.0 / n
+    );
+    fan_out.print("fire");
+    Ok(())
 }
 
 pub(crate) fn svc_name(i: usize) -> String {
@@ -123,109 +493,6 @@ pub(crate) fn slice_endpoints(
         })
         .collect();
     serde_json::Value::Array(endpoints)
-}
-
-pub async fn run(args: Args) -> anyhow::Result<()> {
-    let plan = Plan::new(&args);
-    let total_pods: usize = plan.sizes.iter().sum();
-    println!(
-        "destination bench: {} streams over {} connections; {} services ({} hot × {} endpoints, others × {}), {} pods",
-        args.streams,
-        args.connections,
-        args.services,
-        args.hot_services,
-        args.hot_endpoints,
-        args.endpoints,
-        total_pods
-    );
-    let work_dir = std::env::temp_dir().join(format!("meridian-bench-{}", std::process::id()));
-    let (cluster, client) = crate::common::start_cluster(&work_dir).await?;
-    let setup = Instant::now();
-    populate(&client, &plan).await?;
-    println!(
-        "  cluster populated in {:.1}s",
-        setup.elapsed().as_secs_f64()
-    );
-    let (mut destination, pid, grpc_addr) =
-        crate::common::start_server(&cluster, &args.destination_bin, "addr", &[]).await?;
-
-    let channels = connect(grpc_addr, args.connections).await?;
-    let (events_tx, mut events_rx) = mpsc::unbounded_channel::<(usize, Instant)>();
-    let ready = Arc::new(AtomicUsize::new(0));
-    // One warm stream per service first, so every publisher and group
-    // exists: what follows is the marginal cost of a stream.
-    let mut per_service = vec![0usize; args.services];
-    for s in 0..args.services {
-        open_get(&channels[s % channels.len()], s, &events_tx, &ready);
-        per_service[s] += 1;
-    }
-    wait_count(&ready, args.services).await?;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let before = rss_bytes(pid).context("reading RSS")?;
-
-    let opened = Instant::now();
-    for i in 0..args.streams {
-        let s = plan.service_of(i, args.hot_services);
-        open_get(&channels[i % channels.len()], s, &events_tx, &ready);
-        per_service[s] += 1;
-    }
-    wait_count(&ready, args.services + args.streams).await?;
-    let open_time = opened.elapsed();
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let after = rss_bytes(pid).context("reading RSS")?;
-    while events_rx.try_recv().is_ok() {}
-
-    // Fan-out latency of one endpoint change on a hot service. Our own watch
-    // of the slices tells when the change became visible to watchers, so the
-    // apiserver's share of the latency can be told apart from Meridian's.
-    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), NS);
-    let (observer, mut seen_rx) = observe_versions(slices.clone());
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    while seen_rx.try_recv().is_ok() {}
-    let mut fan_out = FanOut::default();
-    let hot = args.hot_services.max(1);
-    let mut not_ready: HashMap<usize, Option<usize>> = HashMap::new();
-    for k in 0..args.changes {
-        let s = k % hot;
-        let size = plan.sizes[s];
-        let flip = not_ready
-            .get(&s)
-            .copied()
-            .flatten()
-            .map_or(Some(k % size.max(1)), |_| None);
-        not_ready.insert(s, flip);
-        let patch = json!({ "endpoints": slice_endpoints(s, size, flip) });
-        let t0 = Instant::now();
-        let patched = slices
-            .patch(&svc_name(s), &PatchParams::default(), &Patch::Merge(&patch))
-            .await?;
-        let rv = patched.metadata.resource_version.unwrap_or_default();
-        fan_out
-            .record(k, t0, &rv, s, per_service[s], &mut events_rx, &mut seen_rx)
-            .await?;
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    observer.abort();
-
-    crate::common::print_memory(
-        "destination",
-        open_time,
-        args.services,
-        before,
-        args.streams,
-        after,
-    );
-    let streams_per_hot: Vec<usize> = (0..hot).map(|s| per_service[s]).collect();
-    println!(
-        "  endpoint change → every subscribed stream ({} changes, {:?} streams per hot service):",
-        fan_out.len(),
-        streams_per_hot
-    );
-    fan_out.print("EndpointSlice");
-    destination.stop(Duration::from_secs(5));
-    drop(cluster);
-    let _ = std::fs::remove_dir_all(&work_dir);
-    Ok(())
 }
 
 pub(crate) async fn populate(client: &kube::Client, plan: &Plan) -> anyhow::Result<()> {
@@ -282,19 +549,4 @@ pub(crate) async fn populate(client: &kube::Client, plan: &Plan) -> anyhow::Resu
         slices.create(&PostParams::default(), &slice).await?;
     }
     Ok(())
-}
-
-pub(crate) fn open_get(
-    channel: &tonic::transport::Channel,
-    service: usize,
-    events: &mpsc::UnboundedSender<(usize, Instant)>,
-    ready: &Arc<AtomicUsize>,
-) {
-    let request = GetDestination {
-        scheme: "k8s".into(),
-        path: format!("{}.{NS}.svc.cluster.local:80", svc_name(service)),
-        context_token: String::new(),
-    };
-    let path = "/io.linkerd.proxy.destination.Destination/Get";
-    open_stream(channel, path, request, service, events, ready);
 }

@@ -7,9 +7,12 @@ mod destination;
 mod overload;
 mod policy;
 mod policy_outbound;
+mod proxy_client;
+mod shape;
 mod soak;
 mod sp_validator;
 mod stats;
+mod trivial;
 
 use clap::{Parser, Subcommand};
 
@@ -22,10 +25,20 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Bench {
-    /// Get streams: memory per stream and update fan-out latency.
+    /// Get streams: memory per connection and stream, CPU, and endpoint
+    /// change fan-out latency.
+    ///
+    /// `--shape proxy` (default): 2,500 connections × 4 `Get` streams, each
+    /// with a `GetProfile`; two hot Services × 500 endpoints, 200 small
+    /// ones. `--shape legacy`: 10,000 `Get` streams over 50 connections, no
+    /// `GetProfile`; three hot Services × 200 endpoints, 97 small ones.
     Destination(destination::Args),
-    /// WatchPort and outbound Watch streams: memory per stream and
-    /// Server / HTTPRoute-change fan-out latency.
+    /// WatchPort and outbound Watch streams: memory per connection and
+    /// stream, CPU, and Server / HTTPRoute-change fan-out latency.
+    ///
+    /// `--shape proxy` (default): 2,500 connections × 4 `WatchPort` streams;
+    /// `--shape legacy`: 10,000 over 50 connections. The outbound `Watch`
+    /// streams use the same connections.
     Policy(policy::Args),
     /// AdmissionReviews over TLS: reviews per second and latency.
     SpValidator(sp_validator::Args),
@@ -34,6 +47,14 @@ enum Bench {
     /// Churn and faults against the destination and the policy controller,
     /// auditing every stream against the API's truth.
     Soak(soak::Args),
+    /// The trivial streaming server the benchmarks measure their client
+    /// against (started by them, not by hand).
+    #[command(hide = true)]
+    TrivialServer(trivial::Args),
+    /// The trivial HTTPS server the sp-validator benchmark measures its
+    /// client against.
+    #[command(hide = true)]
+    TrivialHttps(trivial::HttpsArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -47,5 +68,7 @@ fn main() -> anyhow::Result<()> {
         Bench::SpValidator(args) => runtime.block_on(sp_validator::run(args)),
         Bench::Overload(args) => runtime.block_on(overload::run(args)),
         Bench::Soak(args) => runtime.block_on(soak::run(args)),
+        Bench::TrivialServer(args) => runtime.block_on(trivial::serve(args)),
+        Bench::TrivialHttps(args) => runtime.block_on(trivial::serve_https(args)),
     }
 }

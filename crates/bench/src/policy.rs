@@ -3,12 +3,20 @@
 //! control plane.
 //!
 //! Meshed pods (kwok-style, through the API) are split into groups, each
-//! selected by one Server. Prints the controller's RSS before and after
-//! opening the streams, the marginal bytes per stream, and the p50/p99 time
-//! from a Server write (flipping its proxyProtocol) until every stream of
-//! that Server's pods has received the new policy — measured from the
-//! write, and from when our own watch of Servers saw the change (so the
-//! apiserver's share can be told apart from the controller's).
+//! selected by one Server. The streams are a mesh's (`--shape proxy`, the
+//! default): 2,500 proxy connections with linkerd2-proxy's HTTP/2 settings
+//! ([`crate::proxy_client`]), 4 `WatchPort` streams each, and the outbound
+//! `Watch` streams on the same connections; `--shape legacy` is the
+//! benchmark before issue 15 (10,000 streams over 50 connections).
+//!
+//! Prints the controller's RSS and anonymous RSS with warm streams, with
+//! the connections open and with their streams (bytes per connection and
+//! per stream), the server's and the client's CPU to open the streams and
+//! per Server change, and the time from a Server write (flipping its
+//! proxyProtocol) until the first and the last stream of that Server's pods
+//! received the new policy — measured from the write, and from when our
+//! own watch of Servers saw the change (so the apiserver's share can be
+//! told apart from the controller's).
 //!
 //! Then the outbound part ([`crate::policy_outbound`]) runs against the
 //! same controller: `OutboundPolicies.Watch` streams over Services and
@@ -21,6 +29,7 @@ use std::{
 };
 
 use anyhow::Context;
+use bytes::Bytes;
 use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::{
@@ -33,8 +42,10 @@ use serde_json::json;
 use tokio::sync::mpsc;
 
 use crate::{
-    common::{FanOut, connect, observe_versions, open_stream, wait_count},
-    stats::rss_bytes,
+    common::{ConnectionMemory, CpuMark, FanOut, observe_versions, wait_count},
+    proxy_client::{self, Conn},
+    shape::ShapeArgs,
+    stats::rss,
 };
 
 const NS: &str = "bench";
@@ -42,9 +53,11 @@ const PORT: u32 = 8080;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Concurrent WatchPort streams.
-    #[arg(long, default_value_t = 10_000)]
-    streams: usize,
+    #[command(flatten)]
+    shape: ShapeArgs,
+    /// Do not pin the server and the client to different CPUs.
+    #[arg(long)]
+    no_pin: bool,
     /// Meshed pods (streams are spread evenly over them).
     #[arg(long, default_value_t = 1_000)]
     pods: usize,
@@ -54,9 +67,6 @@ pub struct Args {
     /// Server changes to time.
     #[arg(long, default_value_t = 40)]
     changes: usize,
-    /// HTTP/2 connections the streams are spread over.
-    #[arg(long, default_value_t = 50)]
-    connections: usize,
     /// The `policy-controller` binary to benchmark.
     #[arg(long)]
     policy_bin: PathBuf,
@@ -99,10 +109,11 @@ fn server_object(g: usize, protocol: &str) -> anyhow::Result<DynamicObject> {
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let groups = args.servers.max(1);
+    let (connections, per_connection) = args.shape.connections();
+    let streams = connections * per_connection;
     println!(
-        "policy bench: {} WatchPort streams over {} connections; {} meshed pods, {} Servers ({} pods each)",
-        args.streams,
-        args.connections,
+        "policy bench ({:?} shape): {connections} connections × {per_connection} WatchPort streams; {} meshed pods, {} Servers ({} pods each)",
+        args.shape.shape,
         args.pods,
         groups,
         args.pods / groups
@@ -115,6 +126,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         "  cluster populated in {:.1}s",
         setup.elapsed().as_secs_f64()
     );
+    crate::common::pin(!args.no_pin);
     let extra = [
         format!("--control-plane-namespace={NS}"),
         "--admission-controller-disabled".to_string(),
@@ -122,32 +134,33 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let (mut controller, pid, grpc_addr) =
         crate::common::start_server(&cluster, &args.policy_bin, "grpc-addr", &extra).await?;
 
-    let channels = connect(grpc_addr, args.connections).await?;
     let (events_tx, mut events_rx) = mpsc::unbounded_channel::<(usize, Instant)>();
     let ready = Arc::new(AtomicUsize::new(0));
     let group_of = |pod: usize| pod % groups;
     // One warm stream per pod first, so every pod port's server exists:
     // what follows is the marginal cost of a stream.
     let mut per_group = vec![0usize; groups];
+    // (50 per connection, under any concurrent-stream limit of the server.)
+    let warm_conns = proxy_client::connect(grpc_addr, args.pods.div_ceil(50)).await?;
     for p in 0..args.pods {
-        open_watch(
-            &channels[p % channels.len()],
-            p,
-            group_of(p),
-            &events_tx,
-            &ready,
-        );
+        open_watch(&warm_conns[p / 50], p, group_of(p), &events_tx, &ready);
         per_group[group_of(p)] += 1;
     }
     wait_count(&ready, args.pods).await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let before = rss_bytes(pid).context("reading RSS")?;
+    let warm = rss(pid).context("reading RSS")?;
 
-    let opened = Instant::now();
-    for i in 0..args.streams {
+    let mark = CpuMark::now(pid);
+    let conns = proxy_client::connect(grpc_addr, connections).await?;
+    let connect = mark.since();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let connected = rss(pid).context("reading RSS")?;
+
+    let mark = CpuMark::now(pid);
+    for i in 0..streams {
         let p = i % args.pods.max(1);
         open_watch(
-            &channels[i % channels.len()],
+            &conns[i / per_connection.max(1)],
             p,
             group_of(p),
             &events_tx,
@@ -155,10 +168,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         );
         per_group[group_of(p)] += 1;
     }
-    wait_count(&ready, args.pods + args.streams).await?;
-    let open_time = opened.elapsed();
+    wait_count(&ready, args.pods + streams).await?;
+    let open = mark.since();
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let after = rss_bytes(pid).context("reading RSS")?;
+    let after = rss(pid).context("reading RSS")?;
     while events_rx.try_recv().is_ok() {}
 
     // Our own watch of Servers: when a change became visible to watchers.
@@ -169,6 +182,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 
     let mut fan_out = FanOut::default();
     let mut http2 = vec![false; groups];
+    let changes = CpuMark::now(pid);
     for k in 0..args.changes {
         let g = k % groups;
         http2[g] = !http2[g];
@@ -188,15 +202,30 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             .await?;
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    let changes = changes.since();
     observer.abort();
 
-    crate::common::print_memory(
-        "policy-controller",
-        open_time,
-        args.pods,
-        before,
-        args.streams,
+    ConnectionMemory {
+        warm,
+        connected,
         after,
+    }
+    .print(
+        "policy-controller",
+        connections,
+        streams,
+        "WatchPort stream",
+    );
+    let cpu = |label: String, (server, client, wall): (f64, f64, f64)| {
+        println!("  {label}: server CPU {server:.2} s, client CPU {client:.2} s, {wall:.2} s wall");
+    };
+    cpu(format!("opening {connections} connections"), connect);
+    cpu(format!("opening {streams} WatchPort streams"), open);
+    let n = args.changes.max(1) as f64;
+    println!(
+        "  per Server change: server CPU {:.1} ms, client CPU {:.1} ms",
+        changes.0 * 1000.0 / n,
+        changes.1 * 1000.0 / n
     );
     println!(
         "  Server change → every affected stream ({} changes, {} streams per Server):",
@@ -204,7 +233,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         per_group.first().copied().unwrap_or_default()
     );
     fan_out.print("Server");
-    crate::policy_outbound::run(&args.outbound, &client, grpc_addr, args.connections, pid).await?;
+    crate::policy_outbound::run(&args.outbound, &client, &conns, pid).await?;
+    drop(conns);
     controller.stop(Duration::from_secs(5));
     drop(cluster);
     let _ = std::fs::remove_dir_all(&work_dir);
@@ -246,7 +276,7 @@ async fn populate(client: &kube::Client, pods: usize, groups: usize) -> anyhow::
 }
 
 fn open_watch(
-    channel: &tonic::transport::Channel,
+    conn: &Conn,
     pod: usize,
     group: usize,
     events: &mpsc::UnboundedSender<(usize, Instant)>,
@@ -257,5 +287,6 @@ fn open_watch(
         port: PORT,
     };
     let path = "/io.linkerd.proxy.inbound.InboundServerPolicies/WatchPort";
-    open_stream(channel, path, request, group, events, ready);
+    let frame: Bytes = proxy_client::frame(&request);
+    proxy_client::open(conn, path, frame, Some(group), events, ready);
 }

@@ -13,7 +13,6 @@
 //! routes saw it.
 
 use std::{
-    net::SocketAddr,
     sync::{Arc, atomic::AtomicUsize},
     time::{Duration, Instant},
 };
@@ -31,7 +30,8 @@ use serde_json::json;
 use tokio::sync::mpsc;
 
 use crate::{
-    common::{FanOut, connect, observe_versions, open_stream, wait_count},
+    common::{CpuMark, FanOut, observe_versions, wait_count},
+    proxy_client::{self, Conn},
     stats::rss_bytes,
 };
 
@@ -100,10 +100,10 @@ fn route_object(
 pub async fn run(
     args: &Args,
     client: &kube::Client,
-    grpc_addr: SocketAddr,
-    connections: usize,
+    channels: &[Conn],
     pid: u32,
 ) -> anyhow::Result<()> {
+    let connections = channels.len();
     let services = args.services.max(1);
     let routed = args.routed_services.clamp(1, services);
     let groups = args.routes.clamp(1, routed);
@@ -122,7 +122,6 @@ pub async fn run(
         setup.elapsed().as_secs_f64()
     );
 
-    let channels = connect(grpc_addr, connections).await?;
     let (events_tx, mut events_rx) = mpsc::unbounded_channel::<(usize, Instant)>();
     let ready = Arc::new(AtomicUsize::new(0));
     // Streams of unrouted Services carry a key no change waits for.
@@ -150,6 +149,7 @@ pub async fn run(
     let before = rss_bytes(pid).context("reading RSS")?;
 
     let opened = Instant::now();
+    let open_cpu = CpuMark::now(pid);
     for i in 0..args.outbound_streams {
         let s = i % services;
         open_watch(
@@ -163,6 +163,7 @@ pub async fn run(
     }
     wait_count(&ready, services + args.outbound_streams).await?;
     let open_time = opened.elapsed();
+    let open_cpu = open_cpu.since();
     tokio::time::sleep(Duration::from_secs(2)).await;
     let after = rss_bytes(pid).context("reading RSS")?;
     while events_rx.try_recv().is_ok() {}
@@ -173,6 +174,7 @@ pub async fn run(
     while seen_rx.try_recv().is_ok() {}
 
     let mut fan_out = FanOut::default();
+    let changes = CpuMark::now(pid);
     for k in 0..args.route_changes {
         let g = k % groups;
         let patch = json!({"spec": {"rules": [{"matches": [{"path": {"type": "PathPrefix", "value": format!("/v{}", k + 1)}}]}]}});
@@ -190,6 +192,7 @@ pub async fn run(
             .await?;
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    let changes = changes.since();
     observer.abort();
 
     crate::common::print_memory(
@@ -199,6 +202,16 @@ pub async fn run(
         before,
         args.outbound_streams,
         after,
+    );
+    println!(
+        "  opening the Watch streams: server CPU {:.2} s, client CPU {:.2} s",
+        open_cpu.0, open_cpu.1
+    );
+    let n = args.route_changes.max(1) as f64;
+    println!(
+        "  per HTTPRoute change: server CPU {:.1} ms, client CPU {:.1} ms",
+        changes.0 * 1000.0 / n,
+        changes.1 * 1000.0 / n
     );
     println!(
         "  HTTPRoute change → every affected stream ({} changes, {} streams per route):",
@@ -284,7 +297,7 @@ async fn populate(
 }
 
 fn open_watch(
-    channel: &tonic::transport::Channel,
+    channel: &Conn,
     service: usize,
     group: usize,
     events: &mpsc::UnboundedSender<(usize, Instant)>,
@@ -298,5 +311,12 @@ fn open_watch(
         ))),
     };
     let path = "/io.linkerd.proxy.outbound.OutboundPolicies/Watch";
-    open_stream(channel, path, request, group, events, ready);
+    proxy_client::open(
+        channel,
+        path,
+        proxy_client::frame(&request),
+        Some(group),
+        events,
+        ready,
+    );
 }

@@ -10,6 +10,10 @@
 //! | HTTP/2 preface | within [`PREFACE_TIMEOUT`] | else the connection is closed and the peer reported |
 //! | keepalive | a ping after [`KEEPALIVE_INTERVAL`] of silence, answered within [`KEEPALIVE_TIMEOUT`] | dead peers free their streams |
 //! | resets | [`MAX_PENDING_ACCEPT_RESET_STREAMS`], [`MAX_LOCAL_ERROR_RESET_STREAMS`] | the rapid-reset and "made you reset" mitigations |
+//! | receive window per stream | [`REQUEST_STREAM_WINDOW`] (64 KiB) | one request of [`crate::MAX_REQUEST_BYTES`]; hyper's default is 1 MiB |
+//! | receive window per connection | [`REQUEST_CONNECTION_WINDOW`] (256 KiB) | a few requests in flight; hyper's default is 1 MiB |
+//! | adaptive window (BDP) | off | the windows above stay fixed |
+//! | largest frame accepted (`SETTINGS_MAX_FRAME_SIZE`) | [`MAX_FRAME_SIZE`] (16 KiB) | the protocol's smallest maximum |
 //!
 //! **Streams per connection.** A proxy holds one `Get` and one `GetProfile`
 //! stream per Service port it talks to, and one policy `Watch` per target
@@ -32,8 +36,11 @@
 //! gRPC call costs two: the refusal, and `STREAM_CLOSED` for the request
 //! body sent after it), which ends the connection and its streams.
 //!
-//! Buffer and window sizes (memory per connection) are not limits and are
-//! tuned separately; add them to [`builder`] too.
+//! **Windows.** What a proxy sends the control plane is tiny: requests of
+//! a few hundred bytes, PINGs and WINDOW_UPDATEs; what it receives is
+//! shared, pre-encoded frames. The receive windows therefore bound what one
+//! client can make the server buffer (hyper's 1 MiB defaults would allow
+//! 1 MiB per stream), and no adaptive window grows them.
 
 use std::{
     io,
@@ -58,6 +65,17 @@ pub const DEFAULT_MAX_CONCURRENT_STREAMS: u32 = 10_000;
 
 /// Largest request header block accepted (hyper's default, stated here).
 pub const MAX_HEADER_LIST_SIZE: u32 = 16 * 1024;
+
+/// The HTTP/2 receive window a client gets per request stream: one request
+/// of [`crate::MAX_REQUEST_BYTES`].
+pub const REQUEST_STREAM_WINDOW: u32 = crate::MAX_REQUEST_BYTES as u32;
+
+/// The HTTP/2 receive window a client gets per connection: a few requests
+/// in flight at once.
+pub const REQUEST_CONNECTION_WINDOW: u32 = 4 * REQUEST_STREAM_WINDOW;
+
+/// Largest HTTP/2 frame accepted (the protocol's smallest maximum).
+pub const MAX_FRAME_SIZE: u32 = 16 * 1024;
 
 /// A keepalive ping after this much silence from the client …
 pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
@@ -107,6 +125,10 @@ pub fn builder(limits: &ServerLimits) -> tonic::transport::Server {
     tonic::transport::Server::builder()
         .max_concurrent_streams(limits.max_concurrent_streams)
         .http2_max_header_list_size(MAX_HEADER_LIST_SIZE)
+        .initial_stream_window_size(REQUEST_STREAM_WINDOW)
+        .initial_connection_window_size(REQUEST_CONNECTION_WINDOW)
+        .http2_adaptive_window(Some(false))
+        .max_frame_size(MAX_FRAME_SIZE)
         .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
         .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
         .http2_max_pending_accept_reset_streams(Some(MAX_PENDING_ACCEPT_RESET_STREAMS))

@@ -49,8 +49,9 @@ use tokio::{
 };
 
 use crate::{
-    common::{ArrivalCodec, FanOut, connect, free_addr, observe_versions, wait_count, wait_ready},
-    destination::{NS, Plan, open_get, populate, slice_endpoints, svc_name},
+    common::{FanOut, free_addr, observe_versions, wait_count, wait_ready},
+    destination::{GET_PATH as GET, NS, Plan, populate, request_frame, slice_endpoints, svc_name},
+    proxy_client,
     stats::{ms, percentile, rss_bytes},
 };
 
@@ -62,7 +63,6 @@ use bad_peers::{Good, GoodCall, Port, bad_peers, tls_connector};
 use flood::flood;
 use stalled::stalled_rounds;
 
-const GET: &str = "/io.linkerd.proxy.destination.Destination/Get";
 const WATCH_PORT: &str = "/io.linkerd.proxy.inbound.InboundServerPolicies/WatchPort";
 
 #[derive(clap::Args)]
@@ -278,23 +278,19 @@ async fn fresh_first_message<Req: Message + Send + 'static>(
     request: Req,
 ) -> anyhow::Result<Duration> {
     let t0 = Instant::now();
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))?
-        .connect()
-        .await?;
-    let mut client = tonic::client::Grpc::new(channel);
-    client.ready().await?;
-    let response = client
-        .server_streaming(
-            tonic::Request::new(request),
-            http::uri::PathAndQuery::from_static(path),
-            ArrivalCodec::<Req>::default(),
-        )
-        .await?;
-    let mut stream = response.into_inner();
-    tokio::time::timeout(Duration::from_secs(30), stream.message())
-        .await
-        .context("no first message within 30 s")??
-        .context("the stream ended at once")?;
+    let conn = proxy_client::connect_with_windows(
+        addr,
+        proxy_client::STREAM_WINDOW,
+        proxy_client::CONNECTION_WINDOW,
+    )
+    .await?;
+    let mut body = proxy_client::call(&conn, path, proxy_client::frame(&request)).await?;
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        proxy_client::first_message(&mut body),
+    )
+    .await
+    .context("no first message within 30 s")??;
     Ok(t0.elapsed())
 }
 

@@ -8,11 +8,13 @@ pub(super) async fn stalled_rounds(
     plan: &Plan,
     grpc: SocketAddr,
 ) -> anyhow::Result<()> {
-    let channels = connect(grpc, args.connections).await?;
+    let conns = proxy_client::connect(grpc, args.connections.max(1)).await?;
     let (events_tx, mut events_rx) = mpsc::unbounded_channel::<(usize, Instant)>();
     let ready = Arc::new(AtomicUsize::new(0));
+    let frame = request_frame(HOT);
     for i in 0..args.streams {
-        open_get(&channels[i % channels.len()], HOT, &events_tx, &ready);
+        let conn = &conns[i % conns.len()];
+        proxy_client::open(conn, GET, frame.clone(), Some(HOT), &events_tx, &ready);
     }
     wait_count(&ready, args.streams).await?;
     let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), NS);
@@ -93,22 +95,12 @@ pub(super) async fn stalled_rounds(
 /// A client whose one `Get` on the hot Service is never read: 1 KiB
 /// stream window, the protocol's 64 KiB connection window, so both fill
 /// with the first snapshot. Dropping it closes its connection.
-pub(super) async fn stalled_client(grpc: SocketAddr) -> anyhow::Result<tonic::Streaming<usize>> {
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{grpc}"))?
-        .initial_stream_window_size(1024)
-        .initial_connection_window_size(65_535)
-        .connect()
-        .await?;
-    let mut client = tonic::client::Grpc::new(channel);
-    client.ready().await?;
-    let response = client
-        .server_streaming(
-            tonic::Request::new(get_request(HOT)),
-            http::uri::PathAndQuery::from_static(GET),
-            ArrivalCodec::<GetDestination>::default(),
-        )
-        .await?;
-    Ok(response.into_inner())
+pub(super) async fn stalled_client(
+    grpc: SocketAddr,
+) -> anyhow::Result<(proxy_client::Conn, hyper::body::Incoming)> {
+    let conn = proxy_client::connect_with_windows(grpc, 1024, 65_535).await?;
+    let body = proxy_client::call(&conn, GET, request_frame(HOT)).await?;
+    Ok((conn, body))
 }
 
 // ---------------------------------------------------------------------------

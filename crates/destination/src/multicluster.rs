@@ -18,7 +18,10 @@
 //!   `/ready` (degraded, never unready) and `remote_cluster_*` metrics, and
 //!   a previously working client keeps serving;
 //! - a linked API server that fails is reported the same way; local
-//!   discovery never waits for a linked cluster.
+//!   discovery never waits for a linked cluster;
+//! - the local nodes' zones are given to every linked cluster's index: the
+//!   client is local, so `zone_locality` compares its zone with the remote
+//!   endpoint's, as the original does.
 
 use std::{
     collections::HashMap,
@@ -31,7 +34,7 @@ use std::{
 use k8s_index::{Index, IndexMetrics, ObjectKey, switch::switching_watch};
 use k8s_openapi::api::{
     apps::v1::ReplicaSet,
-    core::v1::{Pod, Secret, Service},
+    core::v1::{Node, Pod, Secret, Service},
     discovery::v1::EndpointSlice,
 };
 use kube::{
@@ -122,6 +125,10 @@ pub struct ClusterStore {
     /// Bumped when a cluster gets its entry, so federated streams waiting
     /// for a member's cluster subscribe to it.
     entries: watch::Sender<u64>,
+    /// The local cluster's nodes (metadata), by name: a client's node is
+    /// local, so every linked cluster's index takes its zone from here to
+    /// say whether an endpoint is in the client's zone.
+    local_nodes: HashMap<String, PartialObjectMeta<Node>>,
 }
 
 /// The store as the gRPC layer and its Secret watch share it.
@@ -142,6 +149,7 @@ impl ClusterStore {
             index_metrics,
             metrics,
             entries: watch::channel(0).0,
+            local_nodes: HashMap::new(),
         }
     }
 
@@ -179,6 +187,12 @@ impl ClusterStore {
             return cluster.clone();
         }
         let index = Arc::new(RwLock::new(EndpointsIndex::new(self.local.clone())));
+        {
+            let mut index = index.write();
+            for node in self.local_nodes.values() {
+                Index::<PartialObjectMeta<Node>>::apply(&mut *index, node.clone());
+            }
+        }
         let (client, clients) = watch::channel(None);
         let (secret_error, secret_errors) = watch::channel(None);
         let cluster = Arc::new(RemoteCluster {
@@ -354,6 +368,27 @@ impl Index<Secret> for ClusterStore {
             self.unlink(&name);
         }
         self.update_size();
+    }
+}
+
+/// The local nodes, forwarded to every linked cluster's index (whose own
+/// watches never list nodes).
+impl Index<PartialObjectMeta<Node>> for ClusterStore {
+    fn apply(&mut self, node: PartialObjectMeta<Node>) {
+        let Some(name) = node.metadata.name.clone() else {
+            return;
+        };
+        for cluster in self.clusters.values() {
+            Index::<PartialObjectMeta<Node>>::apply(&mut *cluster.index.write(), node.clone());
+        }
+        self.local_nodes.insert(name, node);
+    }
+
+    fn delete(&mut self, key: ObjectKey) {
+        for cluster in self.clusters.values() {
+            Index::<PartialObjectMeta<Node>>::delete(&mut *cluster.index.write(), key.clone());
+        }
+        self.local_nodes.remove(&key.name);
     }
 }
 

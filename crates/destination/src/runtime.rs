@@ -253,6 +253,15 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 
     let index = Arc::new(RwLock::new(EndpointsIndex::new(config.clone())));
     registry.register_collector(Box::new(IndexCollector::new(index.clone())));
+    // Linked clusters: their kubeconfig Secrets in the controller's
+    // namespace. Never a readiness gate: a denied or failing Secret watch
+    // is reported as degraded while local discovery serves.
+    let clusters = Arc::new(RwLock::new(ClusterStore::new(
+        config.clone(),
+        readiness.clone(),
+        index_metrics.clone(),
+        cluster_store_metrics,
+    )));
     // The ExternalWorkload EndpointSlice writer reads the same Service and
     // EndpointSlice watches as the index (teed), plus its own of workloads.
     let slice_writer = slice_writer(&args, &mut registry);
@@ -284,7 +293,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         services,
         endpoint_slices,
         resources::pods(client.clone(), None, index.clone(), &index_metrics),
-        resources::nodes(client.clone(), index.clone(), &index_metrics),
+        // Node zones also go to the linked clusters' indexes.
+        resources::nodes(
+            client.clone(),
+            Tee::shared(index.clone(), clusters.clone()),
+            &index_metrics,
+        ),
         resources::replica_sets(client.clone(), index.clone(), &index_metrics),
         resources::jobs(client.clone(), index.clone(), &index_metrics),
         resources::service_profiles(client.clone(), index.clone(), &index_metrics),
@@ -317,15 +331,6 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     }
     let synced = meridian_runtime::readiness::initial_sync(caches);
 
-    // Linked clusters: their kubeconfig Secrets in the controller's
-    // namespace. Never a readiness gate: a denied or failing Secret watch
-    // is reported as degraded while local discovery serves.
-    let clusters = Arc::new(RwLock::new(ClusterStore::new(
-        config.clone(),
-        readiness.clone(),
-        index_metrics.clone(),
-        cluster_store_metrics,
-    )));
     let secrets = kube::Api::<k8s_openapi::api::core::v1::Secret>::namespaced(
         client.clone(),
         &args.controller_namespace,

@@ -221,6 +221,21 @@ async fn remote_discovery_and_federated_services_follow_a_linked_cluster() {
         mirror.labels.get("service").map(String::as_str),
         Some("web")
     );
+    // A client on the local node (zone-a) sees east's endpoint (zone-b) as
+    // remote: the client's zone comes from the local cluster.
+    let token = format!(r#"{{"ns":"{}","nodeName":"node-1","pod":"c"}}"#, env.ns);
+    let mut zoned = EndpointStream::open(&mut client, &authority(&env, "web-east", 80), &token)
+        .await
+        .expect("open with a token");
+    zoned.wait_addrs("east's endpoint", &addrs(&[east_a])).await;
+    assert_eq!(
+        zoned.current[&SocketAddr::new(east_a.into(), 8080)]
+            .metric_labels
+            .get("zone_locality")
+            .map(String::as_str),
+        Some("remote")
+    );
+    drop(zoned);
 
     // East scales up: both streams follow.
     let east_b = east.create_ready_pod(&meshed("web-b", "web")).await;

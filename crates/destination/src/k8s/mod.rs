@@ -15,6 +15,8 @@ pub mod profiles;
 pub mod services;
 
 #[cfg(test)]
+mod external_workload_tests;
+#[cfg(test)]
 mod tests;
 
 // Label, annotation and env names are Linkerd's vocabulary, defined once in

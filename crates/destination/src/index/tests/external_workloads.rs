@@ -18,7 +18,7 @@ use crate::{
 /// A slice of Service `service` naming ExternalWorkloads (name, ip, ready)
 /// on port `http` = 8080.
 fn workload_slice(name: &str, service: &str, workloads: &[(&str, &str, bool)]) -> EndpointSlice {
-    let endpoints: Vec<_> = workloads
+    let endpoints = workloads
         .iter()
         .map(|(ew, ip, ready)| {
             json!({
@@ -28,13 +28,7 @@ fn workload_slice(name: &str, service: &str, workloads: &[(&str, &str, bool)]) -
             })
         })
         .collect();
-    obj(json!({
-        "metadata": {"namespace": NS, "name": name,
-                     "labels": {labels::SERVICE_NAME: service}},
-        "addressType": "IPv4",
-        "ports": [{"name": "http", "port": 8080}],
-        "endpoints": endpoints
-    }))
+    slice_of(name, service, endpoints)
 }
 
 /// (addr, external_workload label, identity URI) of every endpoint.

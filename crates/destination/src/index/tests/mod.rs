@@ -68,7 +68,7 @@ pub(crate) fn pod(name: &str, ip: &str) -> Pod {
 /// A slice `name` of Service `service` with (pod, ip, ready) endpoints on
 /// port `http` = 8080, in zone z1.
 pub(crate) fn slice(name: &str, service: &str, pods: &[(&str, &str, bool)]) -> EndpointSlice {
-    let endpoints: Vec<_> = pods
+    let endpoints = pods
         .iter()
         .map(|(pod, ip, ready)| {
             json!({
@@ -80,6 +80,12 @@ pub(crate) fn slice(name: &str, service: &str, pods: &[(&str, &str, bool)]) -> E
             })
         })
         .collect();
+    slice_of(name, service, endpoints)
+}
+
+/// A slice `name` of Service `service` on port `http` = 8080 with these
+/// endpoint values.
+pub(crate) fn slice_of(name: &str, service: &str, endpoints: Vec<Value>) -> EndpointSlice {
     obj(json!({
         "metadata": {"namespace": NS, "name": name,
                      "labels": {labels::SERVICE_NAME: service}},

@@ -277,13 +277,18 @@ pub fn pin(enabled: bool) {
     }
 }
 
+/// The (server, client) CPUs chosen by [`pin`], if it pinned.
+pub fn pinned_cpus() -> Option<(usize, usize)> {
+    PINNING.get().copied().flatten()
+}
+
 /// The program and arguments that run `bin` with `args` on the server's
 /// CPU (through `taskset`), or as they are when not pinned.
 pub fn server_command(
     bin: &std::path::Path,
     args: Vec<String>,
 ) -> (std::path::PathBuf, Vec<String>) {
-    match PINNING.get().copied().flatten() {
+    match pinned_cpus() {
         Some((server, _)) => {
             let mut wrapped = vec!["-c".to_string(), server.to_string()];
             wrapped.push(bin.display().to_string());

@@ -20,7 +20,8 @@
 //! per endpoint change, and the time from an EndpointSlice write until the
 //! first and the last stream of that Service received the update. Then the
 //! same client against a trivial server ([`crate::trivial`]): the client's
-//! own share, printed beside.
+//! own share, printed beside; and the machine's floor for one fan-out
+//! ([`crate::floor`]): one `write(2)` per connection, no runtime, no HTTP/2.
 
 use std::{
     collections::HashMap,
@@ -466,6 +467,7 @@ async fn baseline(
         during.1 * 1000.0 / n
     );
     fan_out.print("fire");
+    crate::floor::print(config.connections, changes).await?;
     Ok(())
 }
 

@@ -4,6 +4,7 @@
 
 mod common;
 mod destination;
+mod floor;
 mod overload;
 mod policy;
 mod policy_outbound;

@@ -83,6 +83,17 @@ impl Deque {
             Some(mut idxs) => {
                 let mut slot = buf.slab.remove(idxs.head);
 
+                // (Meridian's patch: a buffer emptied of every stream's
+                // frames frees its slots. The slab otherwise keeps the size
+                // of the largest burst for the life of the connection; a
+                // control-plane connection's burst is its streams opening at
+                // once, after which it is idle. Every index a `Deque` holds
+                // is an occupied slot, so an empty slab has no `Deque`
+                // pointing into it.)
+                if buf.slab.is_empty() {
+                    buf.slab = Slab::new();
+                }
+
                 if idxs.head == idxs.tail {
                     assert!(slot.next.is_none());
                     self.indices = None;

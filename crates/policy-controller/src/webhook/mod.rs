@@ -7,7 +7,7 @@
 //! webhook admits is never ignored by the index, and the reverse; the
 //! admission-only rules are that a Server's `accessPolicy` must parse (the
 //! index tolerates a bad one rather than drop the Server) and the rule
-//! timeouts of a policy HTTPRoute ([`route_timeouts`]), which the inbound
+//! timeouts of a policy HTTPRoute (`route_timeouts`), which the inbound
 //! index does not read.
 
 use admission::{AdmissionRequest, Validate, Verdict};

@@ -50,23 +50,9 @@ impl DestinationService {
             .unwrap_or(Discovery::Local);
         match discovery {
             Discovery::Local => {
-                let followed = Followed::Group {
-                    service: get.target.service.clone(),
-                    port: get.target.port,
-                    key: get.key.clone(),
-                };
-                let (service, port, key) = (get.target.service, get.target.port, get.key);
+                let group = (get.target.service, get.target.port, get.key);
                 let index = self.index.clone();
-                self.follow_group(
-                    index,
-                    service,
-                    port,
-                    key,
-                    request.path,
-                    peer,
-                    get.token,
-                    followed,
-                )
+                self.follow_group(index, None, group, request.path, peer, get.token)
             }
             Discovery::Remote { cluster, service } => {
                 let remote = self
@@ -84,23 +70,9 @@ impl DestinationService {
                     enable_filtering: false,
                     ..get.key
                 };
-                let followed = Followed::RemoteGroup {
-                    cluster,
-                    service: service.clone(),
-                    port: get.target.port,
-                    key: key.clone(),
-                };
+                let group = (service, get.target.port, key);
                 let index = remote.index.clone();
-                self.follow_group(
-                    index,
-                    service,
-                    get.target.port,
-                    key,
-                    request.path,
-                    peer,
-                    get.token,
-                    followed,
-                )
+                self.follow_group(index, Some(cluster), group, request.path, peer, get.token)
             }
             Discovery::Federated(members) => {
                 Ok(self.open_federated(get, members, request.path, peer))
@@ -108,24 +80,31 @@ impl DestinationService {
         }
     }
 
-    /// Follows one group of `index` (the local index or a linked
-    /// cluster's).
-    #[allow(clippy::too_many_arguments)]
+    /// Follows one group of `index`: the local index's (`cluster` is
+    /// `None`) or a linked cluster's. The group's key is kept once, in the
+    /// stream's registry entry, where the release reads it back.
     fn follow_group(
         &self,
         index: Arc<RwLock<EndpointsIndex>>,
-        service: ServiceId,
-        port: u16,
-        key: FilterKey,
+        cluster: Option<String>,
+        (service, port, key): (ServiceId, u16, FilterKey),
         path: String,
         peer: Option<SocketAddr>,
         token: ContextToken,
-        followed: Followed,
     ) -> Result<FrameStream, RequestError> {
         let rx = index
             .write()
             .subscribe(&service, port, key.clone())
             .map_err(RequestError::Subscribe)?;
+        let followed = match cluster {
+            None => Followed::Group { service, port, key },
+            Some(cluster) => Followed::RemoteGroup {
+                cluster,
+                service,
+                port,
+                key,
+            },
+        };
         tracing::debug!(%path, node = %token.node_name, "Get stream opened");
         self.metrics.stream_opened();
         let registered = self.streams.register(StreamEntry::new(
@@ -139,8 +118,11 @@ impl DestinationService {
 
         let metrics = self.metrics.clone();
         let release = move || {
+            let listed = registered.listed();
             drop(registered);
-            index.write().release(&service, port, &key);
+            if let Some((service, port, key)) = listed.followed.group() {
+                index.write().release(service, port, key);
+            }
             metrics.stream_closed();
         };
         let metrics = self.metrics.clone();

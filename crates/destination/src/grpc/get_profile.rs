@@ -58,15 +58,18 @@ impl DestinationService {
             }
             Resolution::Key(key) => key,
         };
-        let registered = self
-            .streams
-            .register(new_stream(Followed::Profile(key.clone())));
-        let entry = registered.listed();
         let rx = self.index.write().subscribe_profile(key.clone());
+        // The key is kept once, in the registry entry; the release reads it
+        // back from there.
+        let registered = self.streams.register(new_stream(Followed::Profile(key)));
+        let entry = registered.listed();
         let index = self.index.clone();
         let release = move || {
+            let listed = registered.listed();
             drop(registered);
-            index.write().release_profile(&key);
+            if let Followed::Profile(key) = &listed.followed {
+                index.write().release_profile(key);
+            }
         };
         Ok(super::subscription::follow(
             rx,

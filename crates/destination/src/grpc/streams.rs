@@ -53,6 +53,20 @@ pub enum Followed {
 }
 
 /// One stream: what it asked for (fixed when it opens) and its progress.
+impl Followed {
+    /// The group a `Get` of a local or remote group follows: its Service,
+    /// port and filter key.
+    pub fn group(&self) -> Option<(&ServiceId, u16, &FilterKey)> {
+        match self {
+            Self::Group { service, port, key }
+            | Self::RemoteGroup {
+                service, port, key, ..
+            } => Some((service, *port, key)),
+            Self::Federated { .. } | Self::Profile(_) | Self::EmptyProfile => None,
+        }
+    }
+}
+
 #[derive(Debug)]
 pub struct StreamEntry {
     pub kind: StreamKind,

@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::endpoints::*;
 use super::fixtures::*;
-use super::tests::{addr, cfg, hint, only};
+use super::tests::{addr, cfg, h2_hint, hint, labels, only};
 use crate::core::endpoint::*;
 use crate::proto::weighted_addr::*;
 
@@ -55,13 +55,8 @@ fn external_workload_weighted_addr() {
     let wa = weighted_addr(ep, &cfg, Some("z1")).expect("translates");
     assert_eq!(wa.addr, Some(TcpAddress::from(addr("192.0.2.10", 8080))));
     assert_eq!(wa.weight, DEFAULT_WEIGHT);
-    let labels: BTreeMap<_, _> = wa
-        .metric_labels
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
     assert_eq!(
-        labels,
+        labels(&wa),
         BTreeMap::from([
             ("external_workload", "vm"),
             ("deployment", "fleet"),
@@ -69,13 +64,7 @@ fn external_workload_weighted_addr() {
             ("zone_locality", "local"),
         ])
     );
-    assert_eq!(
-        hint(&wa),
-        ProtocolHint {
-            protocol: Some(protocol_hint::Protocol::H2(protocol_hint::H2 {})),
-            opaque_transport: None,
-        }
-    );
+    assert_eq!(hint(&wa), h2_hint());
     assert_eq!(
         wa.tls_identity,
         Some(TlsIdentity {

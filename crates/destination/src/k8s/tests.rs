@@ -34,6 +34,22 @@ pub(super) fn hint(wa: &WeightedAddr) -> ProtocolHint {
     wa.protocol_hint.expect("protocol hint")
 }
 
+/// An endpoint's metric labels, to compare with a `BTreeMap` literal.
+pub(super) fn labels(wa: &WeightedAddr) -> BTreeMap<&str, &str> {
+    wa.metric_labels
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect()
+}
+
+/// The hint of a meshed HTTP/2 endpoint without opaque transport.
+pub(super) fn h2_hint() -> ProtocolHint {
+    ProtocolHint {
+        protocol: Some(protocol_hint::Protocol::H2(protocol_hint::H2 {})),
+        opaque_transport: None,
+    }
+}
+
 pub(super) fn cfg() -> TranslatorConfig {
     TranslatorConfig::default()
 }
@@ -260,13 +276,8 @@ fn meshed_pod_weighted_addr() {
     let wa = weighted_addr(&ep, &cfg, Some("z1")).expect("translated");
     assert_eq!(wa.addr, Some(TcpAddress::from(addr("10.0.0.1", 8080))));
     assert_eq!(wa.weight, 10_000);
-    let labels: BTreeMap<_, _> = wa
-        .metric_labels
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
     assert_eq!(
-        labels,
+        labels(&wa),
         BTreeMap::from([
             ("pod", "p1"),
             ("deployment", "web"),
@@ -277,13 +288,7 @@ fn meshed_pod_weighted_addr() {
             ("zone_locality", "local"),
         ])
     );
-    assert_eq!(
-        hint(&wa),
-        ProtocolHint {
-            protocol: Some(protocol_hint::Protocol::H2(protocol_hint::H2 {})),
-            opaque_transport: None
-        }
-    );
+    assert_eq!(hint(&wa), h2_hint());
     let id = tls_identity::DnsLikeIdentity {
         name: "web-sa.ns.serviceaccount.identity.linkerd.cluster.local".into(),
     };
@@ -622,13 +627,7 @@ fn gateway_endpoints() {
         tls.strategy,
         Some(tls_identity::Strategy::DnsLikeIdentity(_))
     ));
-    assert_eq!(
-        hint(&wa),
-        ProtocolHint {
-            protocol: Some(protocol_hint::Protocol::H2(protocol_hint::H2 {})),
-            opaque_transport: None
-        }
-    );
+    assert_eq!(hint(&wa), h2_hint());
     // Only zone_locality, and "unknown" because targetless endpoints carry no zone.
     assert_eq!(
         wa.metric_labels,

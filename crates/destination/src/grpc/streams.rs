@@ -52,7 +52,6 @@ pub enum Followed {
     EmptyProfile,
 }
 
-/// One stream: what it asked for (fixed when it opens) and its progress.
 impl Followed {
     /// The group a `Get` of a local or remote group follows: its Service,
     /// port and filter key.
@@ -67,6 +66,7 @@ impl Followed {
     }
 }
 
+/// One stream: what it asked for (fixed when it opens) and its progress.
 #[derive(Debug)]
 pub struct StreamEntry {
     pub kind: StreamKind,

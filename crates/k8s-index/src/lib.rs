@@ -9,12 +9,15 @@
 //!   skipping objects that fail to deserialize; [`backoff`]: how soon a
 //!   failed watch is retried.
 //! - [`metrics`]: cache size, events applied and watch restarts per kind.
+//! - [`confirm`]: a lookup that missed its index, checked with the API
+//!   server so no answer depends on whether a watch has caught up yet.
 //! - [`resources`]: the watched kinds and their watcher configurations.
 //! - [`switch`]: watches that follow a client they are handed (a linked
 //!   cluster's), restarted when it changes and emptied when it goes.
 
 pub mod backoff;
 pub mod cache;
+pub mod confirm;
 pub mod index;
 pub mod metrics;
 pub mod resources;
@@ -23,6 +26,7 @@ pub mod watch;
 
 pub use backoff::{WatchBackoff, with_backoff};
 pub use cache::ObjectCache;
+pub use confirm::{Confirmation, MissConfirmer, Query};
 pub use index::{Index, ObjectKey, Tee};
 pub use metrics::IndexMetrics;
 pub use watch::{SharedIndex, WatchStatus, WatchTask, describe, watch_into};

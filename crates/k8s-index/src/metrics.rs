@@ -1,4 +1,8 @@
-//! Per-kind index metrics: objects cached, events applied, watch restarts.
+//! Per-kind index metrics: objects cached, events applied, watch restarts;
+//! and the process-wide signal that an event was applied, which lookups that
+//! missed wait on ([`crate::confirm`]).
+
+use tokio::sync::watch;
 
 use prometheus_client::{
     encoding::EncodeLabelSet,
@@ -18,12 +22,29 @@ struct EventLabels {
 }
 
 /// Metrics of all indexes of a process (register once, share by clone).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct IndexMetrics {
     cache_size: Family<KindLabels, Gauge>,
     events: Family<EventLabels, Counter>,
     restarts: Family<KindLabels, Counter>,
     synced: Family<KindLabels, Gauge>,
+    /// Events applied by every watch of the process, as a `watch` channel
+    /// (the count itself is `index_events_total`): a lookup that the API
+    /// server says should have found something waits on it for the index
+    /// to catch up ([`crate::confirm::MissConfirmer`]). Shared by clones.
+    applied: watch::Sender<u64>,
+}
+
+impl Default for IndexMetrics {
+    fn default() -> Self {
+        Self {
+            cache_size: Family::default(),
+            events: Family::default(),
+            restarts: Family::default(),
+            synced: Family::default(),
+            applied: watch::Sender::new(0),
+        }
+    }
 }
 
 /// The metrics of one kind.
@@ -36,6 +57,16 @@ pub struct KindMetrics {
     pub(crate) invalid: Counter,
     pub(crate) restarts: Counter,
     pub(crate) synced: Gauge,
+    /// The process-wide applied-events signal ([`IndexMetrics::applied_events`]).
+    pub(crate) applied_signal: watch::Sender<u64>,
+}
+
+impl KindMetrics {
+    /// Wakes whoever waits for the index to change (after an event was
+    /// applied, under no lock).
+    pub(crate) fn signal_applied(&self) {
+        self.applied_signal.send_modify(|n| *n = n.wrapping_add(1));
+    }
 }
 
 impl IndexMetrics {
@@ -87,6 +118,13 @@ impl IndexMetrics {
             invalid: event("invalid"),
             restarts: self.restarts.get_or_create(&k).clone(),
             synced: self.synced.get_or_create(&k).clone(),
+            applied_signal: self.applied.clone(),
         }
+    }
+
+    /// A receiver that changes whenever any watch of the process applied an
+    /// event (an apply, a delete or a re-list) to its index.
+    pub fn applied_events(&self) -> watch::Receiver<u64> {
+        self.applied.subscribe()
     }
 }

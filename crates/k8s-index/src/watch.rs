@@ -202,6 +202,7 @@ pub async fn watch_into<W, I, S>(
                     status.synced.send_replace(true);
                     metrics.synced.set(1);
                 }
+                metrics.signal_applied();
                 metrics.cache_size.set(state.known.len() as i64);
             }
             Err(error) => {

@@ -1,0 +1,168 @@
+//! `MissConfirmer` against the real local API server, one outcome at a time:
+//! a miss the API server agrees with (`Absent`), a Service created and
+//! checked before the index shows it (`CaughtUp` once the watch delivers
+//! it), an object the index never shows (`Lagging` after the bound), an API
+//! server that cannot be asked (`Unconfirmed`), and the field-selector
+//! lists the controllers use (`spec.clusterIP`, `status.podIP`,
+//! `metadata.name` with a label selector).
+
+use std::time::Duration;
+
+use k8s_index::{
+    Confirmation, IndexMetrics, MissConfirmer, ObjectCache, ObjectKey, Query, SharedIndex,
+    resources,
+};
+use k8s_openapi::api::core::v1::{Pod, Service, ServicePort, ServiceSpec};
+use kube::api::{ObjectMeta, PostParams};
+use prometheus_client::registry::Registry;
+use test_support::TestEnv;
+
+fn service(name: &str) -> Service {
+    Service {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        spec: Some(ServiceSpec {
+            ports: Some(vec![ServicePort {
+                port: 80,
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn named(env: &TestEnv, name: &str) -> Query {
+    Query::Named {
+        namespace: env.ns.clone(),
+        name: name.into(),
+    }
+}
+
+fn holds(index: &SharedIndex<ObjectCache<Service>>, env: &TestEnv, name: &str) -> bool {
+    index
+        .read()
+        .get(&ObjectKey::new(Some(&env.ns), name))
+        .is_some()
+}
+
+#[tokio::test]
+async fn each_outcome_against_the_api_server() {
+    let env = TestEnv::new("confirm").await;
+    let metrics = IndexMetrics::register(&mut Registry::default());
+    let confirmer = MissConfirmer::new(env.client.clone(), &metrics, &mut Registry::default())
+        .with_wait(Duration::from_secs(2));
+
+    // The API server has no such Service either.
+    let index = SharedIndex::<ObjectCache<Service>>::default();
+    let outcome = confirmer
+        .confirm::<Service>("services", named(&env, "nope"), || {
+            holds(&index, &env, "nope")
+        })
+        .await;
+    assert_eq!(outcome, Confirmation::Absent);
+
+    // A Service created while no watch runs: the index never shows it.
+    env.api::<Service>()
+        .create(&PostParams::default(), &service("web"))
+        .await
+        .expect("create");
+    let outcome = confirmer
+        .confirm::<Service>("services", named(&env, "web"), || {
+            holds(&index, &env, "web")
+        })
+        .await;
+    assert_eq!(outcome, Confirmation::Lagging);
+
+    // With a watch, the index catches up and the check says so.
+    let watch = resources::services(env.client.clone(), index.clone(), &metrics);
+    let _synced = watch.spawn();
+    env.api::<Service>()
+        .create(&PostParams::default(), &service("late"))
+        .await
+        .expect("create");
+    let outcome = confirmer
+        .confirm::<Service>("services", named(&env, "late"), || {
+            holds(&index, &env, "late")
+        })
+        .await;
+    assert_eq!(outcome, Confirmation::CaughtUp);
+    assert!(holds(&index, &env, "late"));
+
+    // By ClusterIP, as the controllers ask.
+    let created = env
+        .api::<Service>()
+        .create(&PostParams::default(), &service("by-ip"))
+        .await
+        .expect("create");
+    let ip = created
+        .spec
+        .and_then(|s| s.cluster_ip)
+        .expect("a ClusterIP");
+    let by_ip = Query::Selected {
+        namespace: None,
+        fields: format!("spec.clusterIP={ip}"),
+        labels: None,
+    };
+    let outcome = confirmer
+        .confirm::<Service>("services", by_ip, || holds(&index, &env, "by-ip"))
+        .await;
+    assert_eq!(outcome, Confirmation::CaughtUp);
+    let nobody = Query::Selected {
+        namespace: None,
+        fields: "spec.clusterIP=10.0.0.254".into(),
+        labels: None,
+    };
+    let outcome = confirmer
+        .confirm::<Service>("services", nobody, || false)
+        .await;
+    assert_eq!(outcome, Confirmation::Absent);
+
+    // Pods by IP, and by name with the meshed label the policy controller's
+    // watch selects (an unmeshed pod is a miss the API server agrees with).
+    let spec = env
+        .pod("plain")
+        .label("app", "web")
+        .port(Some("http"), 8080);
+    let (_, pod_ip) = env.create_ready_pod(&spec).await;
+    let by_pod_ip = Query::Selected {
+        namespace: None,
+        fields: format!("status.podIP={pod_ip}"),
+        labels: None,
+    };
+    let outcome = confirmer.confirm::<Pod>("pods", by_pod_ip, || true).await;
+    assert_eq!(outcome, Confirmation::CaughtUp);
+    let meshed_plain = Query::Selected {
+        namespace: Some(env.ns.clone()),
+        fields: "metadata.name=plain".into(),
+        labels: Some(resources::CONTROL_PLANE_NS_LABEL.into()),
+    };
+    let outcome = confirmer
+        .confirm::<Pod>("pods", meshed_plain, || false)
+        .await;
+    assert_eq!(outcome, Confirmation::Absent);
+
+    // An API server that cannot be asked: the index's answer stands.
+    let (kubeconfig, _closed) = env.cluster().unreachable_kubeconfig(&env.ns);
+    let config = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(&kubeconfig).expect("kubeconfig"),
+        &Default::default(),
+    )
+    .await
+    .expect("config");
+    let unreachable = MissConfirmer::new(
+        kube::Client::try_from(config).expect("client"),
+        &metrics,
+        &mut Registry::default(),
+    )
+    .with_wait(Duration::from_secs(2));
+    let outcome = unreachable
+        .confirm::<Service>("services", named(&env, "web"), || false)
+        .await;
+    assert!(
+        matches!(outcome, Confirmation::Unconfirmed(_)),
+        "{outcome:?}"
+    );
+}

@@ -171,7 +171,6 @@ fn streams_behind(
                 Followed::Profile(key) => (index.profile_state(key)?.version, None),
                 // Linked clusters' groups are not in the local index.
                 Followed::RemoteGroup { .. } | Followed::Federated { .. } => return None,
-                Followed::EmptyProfile => return None,
             };
             let progress = entry.progress.view();
             if progress.sent_version.is_some_and(|v| v >= newest) {
@@ -404,7 +403,6 @@ async fn streams(State(state): State<Introspection>, Query(q): Query<StreamsQuer
                 }
                 Followed::Profile(key) => index.profile_state(key).map(|s| s.version),
                 Followed::RemoteGroup { .. } | Followed::Federated { .. } => None,
-                Followed::EmptyProfile => Some(0),
             };
             StreamView {
                 id: e.id,
@@ -452,7 +450,6 @@ fn follows(followed: &Followed) -> String {
             format!("federated Service {}:{port}", service_name(service))
         }
         Followed::Profile(key) => format!("profile {}", profile_key(key)),
-        Followed::EmptyProfile => "empty profile".to_string(),
     }
 }
 

@@ -6,7 +6,7 @@ use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use anyhow::Context;
 use clap::{ArgAction, Parser};
-use k8s_index::{IndexMetrics, Tee, resources};
+use k8s_index::{IndexMetrics, MissConfirmer, Tee, resources};
 use meridian_runtime::{
     AdminServer, ConnectionMetrics, GoFlag, GoFlagKind, GoFlagMeaning, GoFlagSet, KubeClientArgs,
     LogArgs, Readiness, Shutdown, goflags::LOG_FLAGS, parse_listen_addr,
@@ -108,6 +108,20 @@ pub struct Args {
     /// HTTP/2 client parameters for meshed endpoints, as JSON (snake_case keys, durations as {"seconds":N}).
     #[arg(long, default_value = "")]
     pub meshed_http2_client_params: String,
+
+    /// Networks of the cluster's pods, nodes and Services (comma-separated
+    /// CIDRs; Linkerd's `clusterNetworks` default). A `GetProfile` for an
+    /// address inside them that the index knows nothing at is checked with
+    /// the API server (a Service or pod created a moment ago); addresses
+    /// outside never are. A Meridian flag: the chart passes it to the
+    /// policy controller only (set it through
+    /// `destinationController.additionalArgs` if yours differ).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "10.0.0.0/8,100.64.0.0/10,172.16.0.0/12,192.168.0.0/16,fd00::/8"
+    )]
+    pub cluster_networks: Vec<ipnet::IpNet>,
 
     /// The policy controller's gRPC address.
     #[arg(
@@ -251,6 +265,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let peers = ConnectionMetrics::register(&mut registry);
     let readiness = Readiness::default();
 
+    // Lookups that miss the index are checked with the API server.
+    let confirmer = MissConfirmer::new(client.clone(), &index_metrics, &mut registry);
     let index = Arc::new(RwLock::new(EndpointsIndex::new(config.clone())));
     registry.register_collector(Box::new(IndexCollector::new(index.clone())));
     // Linked clusters: their kubeconfig Secrets in the controller's
@@ -387,7 +403,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     tokio::spawn(link);
 
     let service = DestinationService::new(index, metrics, streams, shutdown.receiver())
-        .with_clusters(clusters);
+        .with_clusters(clusters)
+        .with_confirmer(confirmer, args.cluster_networks.clone());
     // Streams per connection, request sizes, keepalive: one place for both servers.
     let grpc = grpc_stream::server::builder(&args.grpc_limits)
         // Nothing is answered from an index that has not synced once.

@@ -15,7 +15,7 @@ use linkerd2_proxy_api::{inbound::PortSpec, outbound::TrafficSpec};
 use policy_controller::{
     core::{
         DiscoverOutboundPolicy, WorkloadKind,
-        outbound::{OutboundLookupError, OutboundPolicy, OutboundTarget, ServiceTarget},
+        outbound::{OutboundPolicy, OutboundTarget, ServiceTarget},
     },
     grpc::{
         self, Workload,
@@ -108,8 +108,12 @@ impl DiscoverOutboundPolicy for NoCluster {
     fn watch_outbound_policy(
         &self,
         _target: &ServiceTarget,
-    ) -> Result<tokio::sync::watch::Receiver<Arc<OutboundPolicy>>, OutboundLookupError> {
-        Err(OutboundLookupError::UnknownService)
+    ) -> tokio::sync::watch::Receiver<Arc<OutboundPolicy>> {
+        unreachable!("target() resolves without a policy")
+    }
+
+    fn knows_service(&self, _namespace: &str, _name: &str) -> bool {
+        false
     }
 }
 

@@ -115,13 +115,14 @@ pub type FrameStream = Pin<Box<dyn Stream<Item = Result<Bytes, Status>> + Send +
 /// Answers a server-streaming call: reads and decodes the request message
 /// (bounded by [`MAX_REQUEST_BYTES`]), calls `open`, and responds with its
 /// frames, or with a trailers-only error.
-pub async fn serve_streaming<M, F>(
+pub async fn serve_streaming<M, F, O>(
     request: http::Request<tonic::body::Body>,
     open: F,
 ) -> http::Response<tonic::body::Body>
 where
     M: Message + Default,
-    F: FnOnce(M) -> Result<FrameStream, Status>,
+    F: FnOnce(M) -> O,
+    O: Future<Output = Result<FrameStream, Status>>,
 {
     use http_body_util::BodyExt;
     let limited = http_body_util::Limited::new(request.into_body(), MAX_REQUEST_BYTES);
@@ -132,7 +133,11 @@ where
             return error_response(&status);
         }
     };
-    match decode_request::<M>(&body).and_then(open) {
+    let opened = match decode_request::<M>(&body) {
+        Ok(message) => open(message).await,
+        Err(status) => Err(status),
+    };
+    match opened {
         Ok(stream) => {
             let mut response =
                 http::Response::new(tonic::body::Body::new(FramedStream::new(stream)));

@@ -20,13 +20,15 @@ pub trait FramedMethods: Send + Sync + 'static {
     fn is_framed(path: &str) -> bool;
 
     /// Opens the stream of method `path` for `request` from `peer` (the
-    /// client's address, when the server runs over TCP).
+    /// client's address, when the server runs over TCP). It may wait
+    /// (bounded) before answering, e.g. to confirm a lookup that missed its
+    /// index with the API server.
     fn open(
         &self,
         path: &str,
         request: Self::Request,
         peer: Option<SocketAddr>,
-    ) -> Result<FrameStream, Status>;
+    ) -> impl Future<Output = Result<FrameStream, Status>> + Send;
 }
 
 /// Routes framed methods to `server` and the rest to `generated`.
@@ -87,10 +89,8 @@ where
             .get::<tonic::transport::server::TcpConnectInfo>()
             .and_then(|info| info.remote_addr());
         Box::pin(async move {
-            Ok(serve_streaming(request, |message: S::Request| {
-                server.open(&path, message, peer)
-            })
-            .await)
+            let open = |message: S::Request| server.open(&path, message, peer);
+            Ok(serve_streaming(request, open).await)
         })
     }
 }

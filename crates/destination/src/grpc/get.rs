@@ -26,7 +26,7 @@ impl DestinationService {
     /// target follows one shared group (its frames shared with the group's
     /// other streams, released when dropped); a federated Service follows
     /// its members ([`super::federated`]).
-    pub(super) fn open_get(
+    pub(super) async fn open_get(
         &self,
         request: GetDestination,
         peer: Option<SocketAddr>,
@@ -37,6 +37,8 @@ impl DestinationService {
                 error,
             }
         })?;
+        // A Service created a moment ago is followed as it is, not as missing.
+        self.confirm_service(&get.target.service).await;
         let discovery = self
             .index
             .read()
@@ -95,7 +97,10 @@ impl DestinationService {
         let rx = index
             .write()
             .subscribe(&service, port, key.clone())
-            .map_err(RequestError::Subscribe)?;
+            .map_err(|error| RequestError::Subscribe {
+                path: path.clone(),
+                error,
+            })?;
         let followed = match cluster {
             None => Followed::Group { service, port, key },
             Some(cluster) => Followed::RemoteGroup {

@@ -1,24 +1,24 @@
 //! `GetProfile`: resolve the target once (a Service name, a ClusterIP, a pod
-//! IP or host port), then follow that profile's shared frame: the current
-//! profile first, a new one whenever what the proxy sees changes (a slow
-//! client only ever gets the newest).
+//! IP or host port; a miss is checked with the API server first), then
+//! follow that profile's shared frame: the current profile first, a new one
+//! whenever what the proxy sees changes (a slow client only ever gets the
+//! newest). A Service name resolves whether or not the Service exists yet.
 
 use std::net::SocketAddr;
 
-use futures::StreamExt;
-use linkerd2_proxy_api::destination::{DestinationProfile, GetDestination};
+use linkerd2_proxy_api::destination::GetDestination;
 
 use super::{
     DestinationService, FrameStream,
     request::{ProfileTarget, profile_request},
     status::RequestError,
-    streams::{Followed, Registered, StreamEntry, StreamKind},
+    streams::{Followed, StreamEntry, StreamKind},
 };
-use crate::{index::profiles::Resolution, proto::profile::ProfileState};
+use crate::proto::profile::ProfileState;
 
 impl DestinationService {
     /// Opens a `GetProfile` stream; it releases its profile when dropped.
-    pub(super) fn open_profile(
+    pub(super) async fn open_profile(
         &self,
         request: GetDestination,
         peer: Option<SocketAddr>,
@@ -29,8 +29,9 @@ impl DestinationService {
                 error,
             }
         })?;
+        self.confirm_profile_target(&parsed.target).await;
         let client_ns = parsed.client_ns();
-        let resolution = {
+        let key = {
             let index = self.index.read();
             match &parsed.target {
                 ProfileTarget::Addr(addr) => index.resolve_profile_addr(*addr, client_ns),
@@ -41,27 +42,20 @@ impl DestinationService {
                 } => index.resolve_profile_name(service, instance.as_deref(), *port, client_ns),
             }
         }
-        .map_err(RequestError::Profile)?;
-        let new_stream = |followed| {
-            StreamEntry::new(
-                StreamKind::GetProfile,
-                request.path.clone(),
-                peer,
-                parsed.token.clone(),
-                followed,
-            )
-        };
-        let key = match resolution {
-            Resolution::Empty => {
-                let registered = self.streams.register(new_stream(Followed::EmptyProfile));
-                return Ok(self.empty_profile(registered));
-            }
-            Resolution::Key(key) => key,
-        };
+        .map_err(|error| RequestError::Profile {
+            path: request.path.clone(),
+            error,
+        })?;
         let rx = self.index.write().subscribe_profile(key.clone());
         // The key is kept once, in the registry entry; the release reads it
         // back from there.
-        let registered = self.streams.register(new_stream(Followed::Profile(key)));
+        let registered = self.streams.register(StreamEntry::new(
+            StreamKind::GetProfile,
+            request.path.clone(),
+            peer,
+            parsed.token.clone(),
+            Followed::Profile(key),
+        ));
         let entry = registered.listed();
         let index = self.index.clone();
         let release = move || {
@@ -80,20 +74,5 @@ impl DestinationService {
                 state.frames.clone()
             },
         ))
-    }
-
-    /// The port is not the Service's: one empty profile, then the stream
-    /// stays open until shutdown (the proxy falls back to policy).
-    fn empty_profile(&self, registered: Registered) -> FrameStream {
-        let frame = grpc_stream::encode_frame(&DestinationProfile::default());
-        let mut shutdown = self.shutdown.clone();
-        registered.listed().progress.sent(0, false);
-        let stream = futures::stream::once(futures::future::ready(Ok(frame)))
-            .chain(futures::stream::pending())
-            .take_until(async move {
-                let _ = shutdown.wait_for(|stop| *stop).await;
-                drop(registered);
-            });
-        Box::pin(stream)
     }
 }

@@ -4,7 +4,9 @@
 //! - [`get`] and [`get_profile`]: the two streams, both following shared
 //!   state through [`subscription`] (one guard, one loop); [`federated`]:
 //!   a federated Service's `Get`, following all its members;
-//! - [`status`]: every refusal, and its gRPC status, in one place.
+//! - [`status`]: every refusal, and its gRPC status, in one place;
+//! - [`confirm`]: a lookup that missed the index, checked with the API
+//!   server before the stream opens.
 
 use std::sync::Arc;
 
@@ -16,6 +18,7 @@ use parking_lot::RwLock;
 use tokio::sync::watch;
 use tonic::{Request, Response, Status};
 
+pub mod confirm;
 pub mod federated;
 pub mod get;
 pub mod get_profile;
@@ -48,6 +51,10 @@ pub struct DestinationService {
     shutdown: watch::Receiver<bool>,
     /// Linked clusters (none: remote discovery answers NotFound).
     clusters: Option<SharedClusterStore>,
+    /// Checks lookups that missed the index with the API server, and the
+    /// cluster networks (addresses outside are never checked); none in unit
+    /// tests: the index answers as it is.
+    confirm: Option<(k8s_index::MissConfirmer, std::sync::Arc<[ipnet::IpNet]>)>,
 }
 
 impl DestinationService {
@@ -68,6 +75,7 @@ impl DestinationService {
             streams,
             shutdown,
             clusters: None,
+            confirm: None,
         }
     }
 
@@ -111,16 +119,16 @@ impl grpc_stream::FramedMethods for DestinationService {
         path == GET_PATH || path == GET_PROFILE_PATH
     }
 
-    fn open(
+    async fn open(
         &self,
         path: &str,
         request: GetDestination,
         peer: Option<std::net::SocketAddr>,
     ) -> Result<FrameStream, Status> {
         if path == GET_PROFILE_PATH {
-            self.open_profile(request, peer)
+            self.open_profile(request, peer).await
         } else {
-            self.open_get(request, peer)
+            self.open_get(request, peer).await
         }
         .map_err(|error| self.refuse(error))
     }

@@ -18,9 +18,12 @@ pub enum RequestError {
     /// The path is not a destination the controller can parse.
     Authority { path: String, error: AuthorityError },
     /// The target cannot be followed (an ExternalName Service).
-    Subscribe(SubscribeError),
+    Subscribe { path: String, error: SubscribeError },
     /// `GetProfile`'s target does not resolve.
-    Profile(ProfileLookupError),
+    Profile {
+        path: String,
+        error: ProfileLookupError,
+    },
     /// A remote-discovery Service that cannot be followed.
     Discovery { path: String, error: DiscoveryError },
     /// A remote-discovery Service names a cluster that is not linked.
@@ -31,7 +34,7 @@ impl RequestError {
     /// Whether the request counts as invalid in the metrics (malformed or
     /// unfollowable targets, not lookups that found nothing).
     pub fn is_invalid_request(&self) -> bool {
-        matches!(self, Self::Authority { .. } | Self::Subscribe(_))
+        matches!(self, Self::Authority { .. } | Self::Subscribe { .. })
     }
 
     /// The status the client receives.
@@ -44,29 +47,42 @@ impl RequestError {
                 Status::not_found(format!("Remote cluster not found: {cluster}"))
             }
             Self::Authority { path, error } => invalid_authority(&path, &error),
-            Self::Subscribe(error @ SubscribeError::ExternalName(_)) => {
-                Status::invalid_argument(error.to_string())
-            }
-            // A target that does not exist is `InvalidArgument`, not
-            // `NotFound`: linkerd2-proxy's profile client retries every code
-            // but `InvalidArgument` and `FailedPrecondition` forever, so a
-            // `NotFound` would leave a proxy (ingress mode) waiting on a name
-            // that cannot resolve. With this answer it goes on without a
-            // profile at once, and the outbound policy API's `NotFound` for
-            // the same name (which the proxy does not retry either) then
-            // fails the request fast.
-            Self::Profile(
-                error @ (ProfileLookupError::ServiceNotFound(_)
-                | ProfileLookupError::NoSuchInstance { .. }
-                | ProfileLookupError::InstanceWithoutPod { .. }
-                | ProfileLookupError::ExternalName(_)),
-            ) => Status::invalid_argument(error.to_string()),
-            Self::Profile(
-                error @ (ProfileLookupError::Ambiguous(_)
-                | ProfileLookupError::AmbiguousExternalWorkload { .. }),
-            ) => Status::failed_precondition(error.to_string()),
+            // An ExternalName Service has no endpoints to discover: the
+            // original's words, the reason in the log.
+            Self::Subscribe {
+                path,
+                error: error @ SubscribeError::ExternalName(_),
+            } => external_name(&path, &error),
+            Self::Profile {
+                path,
+                error: error @ ProfileLookupError::ExternalName(_),
+            } => external_name(&path, &error),
+            // As the original: an instance endpoint without a pod cannot be
+            // profiled (the proxy does not ask again); an unknown instance
+            // is `NotFound`, which the proxy retries until it appears.
+            Self::Profile {
+                error: error @ ProfileLookupError::InstanceWithoutPod { .. },
+                ..
+            } => Status::invalid_argument(error.to_string()),
+            Self::Profile {
+                error: error @ ProfileLookupError::NoSuchInstance { .. },
+                ..
+            } => Status::not_found(error.to_string()),
+            Self::Profile {
+                error:
+                    error @ (ProfileLookupError::Ambiguous(_)
+                    | ProfileLookupError::AmbiguousExternalWorkload { .. }),
+                ..
+            } => Status::failed_precondition(error.to_string()),
         }
     }
+}
+
+/// `InvalidArgument` for an ExternalName Service, in the original's words
+/// (the reason goes to the log).
+fn external_name(path: &str, error: &dyn std::error::Error) -> Status {
+    tracing::debug!(%path, %error, "refusing an ExternalName Service");
+    Status::invalid_argument(format!("Invalid authority: {path}"))
 }
 
 /// `InvalidArgument` for a malformed request path. The message is the

@@ -48,8 +48,6 @@ pub enum Followed {
     Federated { service: ServiceId, port: u16 },
     /// A `GetProfile` publisher.
     Profile(ProfileKey),
-    /// A `GetProfile` answered with the empty profile (no publisher).
-    EmptyProfile,
 }
 
 impl Followed {
@@ -61,7 +59,7 @@ impl Followed {
             | Self::RemoteGroup {
                 service, port, key, ..
             } => Some((service, *port, key)),
-            Self::Federated { .. } | Self::Profile(_) | Self::EmptyProfile => None,
+            Self::Federated { .. } | Self::Profile(_) => None,
         }
     }
 }

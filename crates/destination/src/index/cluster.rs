@@ -220,12 +220,21 @@ impl ClusterState {
             .collect()
     }
 
-    /// A pod exposing `addr` as a host port.
+    /// A pod exposing `addr` as a host port (the first by namespace and
+    /// name, should two claim it). Only the pods of that host IP are read.
     pub fn pod_by_host_port(&self, addr: SocketAddr) -> Option<Arc<Pod>> {
-        self.pods
-            .values()
+        let mut keys: Vec<&ObjectName> = self.pods_by_ip.get(&addr.ip())?.iter().collect();
+        keys.sort();
+        keys.into_iter()
+            .filter_map(|(ns, name)| self.pod(ns, name))
             .find(|pod| exposes_host_port(pod, addr))
             .cloned()
+    }
+
+    /// Whether a stored pod has `ip` as its pod or host IP (finished and
+    /// host-network pods included).
+    pub fn has_pod_with_ip(&self, ip: IpAddr) -> bool {
+        self.pods_by_ip.contains_key(&ip)
     }
 
     // ---- writes; each returns what it touched ----

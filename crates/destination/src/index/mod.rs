@@ -27,7 +27,7 @@ use tokio::sync::watch;
 
 pub use cluster::{ClusterState, Touched};
 pub use endpoints::{EndpointPublishers, GroupStats, SubscribeError};
-pub use profiles::{ProfileKey, ProfileLookupError, ProfilePublishers, Resolution};
+pub use profiles::{ProfileKey, ProfileLookupError, ProfilePublishers};
 
 use crate::{
     config::TranslatorConfig,
@@ -181,7 +181,7 @@ impl EndpointsIndex {
         instance: Option<&str>,
         port: u16,
         client_ns: Option<&str>,
-    ) -> Result<Resolution, ProfileLookupError> {
+    ) -> Result<ProfileKey, ProfileLookupError> {
         profiles::resolve_name(&self.cluster, service, instance, port, client_ns)
     }
 
@@ -191,8 +191,14 @@ impl EndpointsIndex {
         &self,
         addr: SocketAddr,
         client_ns: Option<&str>,
-    ) -> Result<Resolution, ProfileLookupError> {
+    ) -> Result<ProfileKey, ProfileLookupError> {
         profiles::resolve_addr(&self.cluster, addr, client_ns)
+    }
+
+    /// Whether anything `GetProfile` by address reads is known at `addr`
+    /// (see [`profiles::knows_addr`]).
+    pub fn knows_profile_addr(&self, addr: SocketAddr) -> bool {
+        profiles::knows_addr(&self.cluster, addr)
     }
 
     /// Subscribes to the profile publisher of `key`, creating it if needed.

@@ -23,7 +23,7 @@ use crate::{
         external_workloads::external_workload_info,
         pods::{is_running, pod_ip},
         profiles::profile_rules,
-        services::{declares_port, is_external_name, service_opaque_ports},
+        services::{is_external_name, service_opaque_ports},
     },
     proto::profile::{self as proto_profile, Profile, ProfileState},
 };
@@ -42,22 +42,20 @@ pub enum ProfileKey {
     Endpoint(SocketAddr),
 }
 
-/// How a `GetProfile` request resolves.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Resolution {
-    Key(ProfileKey),
-    /// The Service does not declare the port: one empty profile.
-    Empty,
-}
-
-/// Why a `GetProfile` request cannot be served.
+/// Why a `GetProfile` request cannot be served. A Service that does not
+/// exist (yet) is not one: its name resolves to its default profile, which
+/// follows it into existence.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ProfileLookupError {
-    #[error("service {0} not found")]
-    ServiceNotFound(ServiceId),
     #[error("{0} is an ExternalName service")]
     ExternalName(ServiceId),
-    #[error("no endpoint of {service} has hostname {hostname:?}")]
+    /// The original's words (`NotFound`: a proxy retries it, and gets the
+    /// instance once its endpoint appears).
+    #[error(
+        "no pod found in EndpointSlices of Service {}/{} for hostname {hostname}",
+        service.namespace,
+        service.name
+    )]
     NoSuchInstance {
         service: ServiceId,
         hostname: String,
@@ -179,31 +177,33 @@ impl ProfilePublishers {
 }
 
 /// Resolves a service name (`[instance.]svc.ns.svc.<domain>`) request.
+///
+/// As the original, the Service is not looked up: a name resolves to its
+/// Service port's profile whether or not the Service exists (yet) or
+/// declares the port, and the profile follows the Service, its
+/// opaque-ports annotation and its ServiceProfile as they come and go. Only
+/// an ExternalName Service the index holds is refused; an instance name
+/// needs its endpoint.
 pub fn resolve_name(
     cluster: &ClusterState,
     service: &ServiceId,
     instance: Option<&str>,
     port: u16,
     client_ns: Option<&str>,
-) -> Result<Resolution, ProfileLookupError> {
-    let svc = cluster
-        .service(service)
-        .ok_or_else(|| ProfileLookupError::ServiceNotFound(service.clone()))?;
+) -> Result<ProfileKey, ProfileLookupError> {
     if let Some(hostname) = instance {
         return resolve_instance(cluster, service, hostname, port);
     }
-    let declared = declares_port(svc, port);
-    let external = is_external_name(svc);
-    if !declared {
-        return Ok(Resolution::Empty);
-    }
-    if external {
+    if cluster
+        .service(service)
+        .is_some_and(|svc| is_external_name(svc))
+    {
         return Err(ProfileLookupError::ExternalName(service.clone()));
     }
-    Ok(Resolution::Key(ProfileKey::Service {
+    Ok(ProfileKey::Service {
         target: service_target(cluster, service, port),
         client_ns: client_ns.filter(|ns| !ns.is_empty()).map(str::to_string),
-    }))
+    })
 }
 
 /// Resolves an `ip:port` request: a Service ClusterIP, else a pod or host
@@ -212,7 +212,7 @@ pub fn resolve_addr(
     cluster: &ClusterState,
     addr: SocketAddr,
     client_ns: Option<&str>,
-) -> Result<Resolution, ProfileLookupError> {
+) -> Result<ProfileKey, ProfileLookupError> {
     let services = cluster.services_by_cluster_ip(addr.ip());
     match services.as_slice() {
         [] => {}
@@ -231,7 +231,18 @@ pub fn resolve_addr(
             return Err(ProfileLookupError::AmbiguousExternalWorkload { addr, count });
         }
     }
-    Ok(Resolution::Key(ProfileKey::Endpoint(addr)))
+    Ok(ProfileKey::Endpoint(addr))
+}
+
+/// Whether the index knows anything at `ip` that `GetProfile` by address
+/// reads: a Service's ClusterIP, a pod (of any network, finished or not),
+/// a host port's pod or an ExternalWorkload. A request for an address
+/// nothing is known at is checked with the API server first.
+pub fn knows_addr(cluster: &ClusterState, addr: SocketAddr) -> bool {
+    !cluster.services_by_cluster_ip(addr.ip()).is_empty()
+        || cluster.has_pod_with_ip(addr.ip())
+        || cluster.pod_by_host_port(addr).is_some()
+        || !cluster.external_workloads_at(addr).is_empty()
 }
 
 fn resolve_instance(
@@ -239,7 +250,7 @@ fn resolve_instance(
     service: &ServiceId,
     hostname: &str,
     port: u16,
-) -> Result<Resolution, ProfileLookupError> {
+) -> Result<ProfileKey, ProfileLookupError> {
     let target = instance_target(
         cluster.service_slices(service),
         hostname,
@@ -256,9 +267,7 @@ fn resolve_instance(
             service: service.clone(),
             hostname: hostname.to_string(),
         })?;
-    Ok(Resolution::Key(ProfileKey::Endpoint(SocketAddr::new(
-        ip, port,
-    ))))
+    Ok(ProfileKey::Endpoint(SocketAddr::new(ip, port)))
 }
 
 fn service_target(cluster: &ClusterState, service: &ServiceId, port: u16) -> ServiceTarget {
@@ -278,9 +287,12 @@ fn service_target(cluster: &ClusterState, service: &ServiceId, port: u16) -> Ser
 fn compute_profile(cluster: &ClusterState, key: &ProfileKey) -> Option<Profile> {
     match key {
         ProfileKey::Service { target, client_ns } => {
-            let svc = cluster.service(&target.service).map(Arc::as_ref);
-            let opaque = service_opaque_ports(svc, &cluster.config().default_opaque_ports)
-                .contains(target.port);
+            // A Service the index does not hold has no opaque ports, as in
+            // the original (its `GetProfile` and its outbound policy API).
+            let opaque = cluster.service(&target.service).is_some_and(|svc| {
+                service_opaque_ports(Some(svc), &cluster.config().default_opaque_ports)
+                    .contains(target.port)
+            });
             let sp = client_ns
                 .as_deref()
                 .and_then(|ns| cluster.service_profile_in(ns, &target.fqn))

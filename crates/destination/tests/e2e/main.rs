@@ -6,6 +6,8 @@
 //! - `get`: `Destination.Get` (EndpointSlices made by
 //!   kube-controller-manager);
 //! - `profile`: `Destination.GetProfile`;
+//! - `lag`: answers right after a create, and before it, never depend on
+//!   whether a watch has caught up;
 //! - `policy_link`: Server-derived opaque ports from the policy controller;
 //! - `external_workloads`: ExternalWorkload endpoints and profiles;
 //! - `deploy`: started with `deploy/`'s exact arguments and RBAC;
@@ -24,6 +26,7 @@ mod external_workload_slices;
 mod external_workloads;
 mod get;
 mod introspect;
+mod lag;
 mod multicluster;
 mod overload;
 mod policy_link;

@@ -28,22 +28,14 @@ async fn open(
     Ok(client.get_profile(request).await?.into_inner())
 }
 
-/// [`open`] once the destination has seen the Service just created (its
-/// watch may be a moment behind the create).
-async fn open_known(
+/// [`open`], which must succeed: a Service created a moment before is
+/// answered as it is, whether or not the destination's watch has seen it.
+async fn open_stream(
     client: &mut DestinationClient<Channel>,
     path: &str,
     token: &str,
 ) -> Streaming<DestinationProfile> {
-    test_support::eventually("the Service to be known", TIMEOUT, || {
-        let mut client = client.clone();
-        async move {
-            open(&mut client, path, token)
-                .await
-                .map_err(|s| format!("{s:?}"))
-        }
-    })
-    .await
+    open(client, path, token).await.expect("the stream opens")
 }
 
 async fn next(stream: &mut Streaming<DestinationProfile>) -> DestinationProfile {
@@ -83,7 +75,7 @@ async fn profiles_follow_create_edit_and_delete() {
     http_service(&env, "web").await;
     let mut client = crate::common::client(dst.addr).await;
     let fqn = format!("web.{}.svc.cluster.local", env.ns);
-    let mut stream = open_known(&mut client, &authority(&env, "web", 80), "").await;
+    let mut stream = open_stream(&mut client, &authority(&env, "web", 80), "").await;
 
     let default = next(&mut stream).await;
     assert_eq!(default.fully_qualified_name, fqn);
@@ -178,7 +170,7 @@ async fn the_client_namespace_profile_wins() {
         r#"{{"ns":"{}","nodeName":"node-1","pod":"c"}}"#,
         client_env.ns
     );
-    let mut from_client_ns = open_known(&mut client, &authority(&env, "api", 8080), &token).await;
+    let mut from_client_ns = open_stream(&mut client, &authority(&env, "api", 8080), &token).await;
     assert_eq!(
         route_names(&next(&mut from_client_ns).await),
         ["client-side"]
@@ -197,11 +189,15 @@ async fn ports_ips_and_errors() {
     let ip = ready_pod(&env, "web", "web-0").await;
     let mut client = crate::common::client(dst.addr).await;
 
-    // A port the Service does not declare: one empty profile, stream open.
-    let mut undeclared = open_known(&mut client, &authority(&env, "web", 9999), "").await;
-    assert_eq!(next(&mut undeclared).await, DestinationProfile::default());
-    let more = tokio::time::timeout(Duration::from_millis(500), undeclared.message()).await;
-    assert!(more.is_err(), "the stream stays open and quiet: {more:?}");
+    // A port the Service does not declare: as the original (2.20), the
+    // Service port's profile (the Service is not looked up).
+    let mut undeclared = open_stream(&mut client, &authority(&env, "web", 9999), "").await;
+    let profile = next(&mut undeclared).await;
+    assert_eq!(
+        profile.fully_qualified_name,
+        format!("web.{}.svc.cluster.local", env.ns)
+    );
+    assert!(profile.endpoint.is_none());
 
     // A pod IP: an endpoint profile with the pod's labels.
     let mut by_ip = open(&mut client, &format!("{ip}:8080"), "")
@@ -222,12 +218,16 @@ async fn ports_ips_and_errors() {
     let bare = next(&mut unknown).await.endpoint.expect("an endpoint");
     assert!(bare.metric_labels.is_empty());
 
-    let missing = open(&mut client, &authority(&env, "nope", 80), "")
-        .await
-        .expect_err("missing service");
-    // Not NotFound, which a proxy retries forever: InvalidArgument ends its lookup.
-    assert_eq!(missing.code(), Code::InvalidArgument, "{missing:?}");
-    assert!(missing.message().contains("not found"), "{missing:?}");
+    // A Service that does not exist: its default profile on an open stream
+    // (the original's answer), which follows the Service into existence
+    // (`crate::lag`).
+    let mut missing = open_stream(&mut client, &authority(&env, "nope", 80), "").await;
+    let default = next(&mut missing).await;
+    assert_eq!(
+        default.fully_qualified_name,
+        format!("nope.{}.svc.cluster.local", env.ns)
+    );
+    assert!(default.retry_budget.is_some() && default.routes.is_empty());
     for bad in [
         "web.ns.svc.other.domain:80",
         "web.ns.svc.cluster.local:0",
@@ -285,5 +285,13 @@ async fn instance_names_resolve_to_their_pod() {
     let status = open(&mut client, &missing, "")
         .await
         .expect_err("no such instance");
-    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    // The original's answer, which a proxy retries until the instance exists.
+    assert_eq!(status.code(), Code::NotFound, "{status:?}");
+    assert_eq!(
+        status.message(),
+        format!(
+            "no pod found in EndpointSlices of Service {}/db for hostname db-9",
+            env.ns
+        )
+    );
 }

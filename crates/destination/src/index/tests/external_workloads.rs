@@ -11,7 +11,7 @@ use linkerd2_proxy_api::destination::tls_identity;
 use super::*;
 use crate::{
     core::{OpaquePortsUpdate, endpoint::WorkloadRef},
-    index::{ProfileKey, ProfileLookupError, Resolution},
+    index::{ProfileKey, ProfileLookupError},
     k8s::fixtures::external_workload,
 };
 
@@ -155,7 +155,7 @@ fn get_profile_by_workload_address() {
     let addr = "192.0.2.1:8080".parse().expect("addr");
     assert_eq!(
         idx.resolve_profile_addr(addr, None),
-        Ok(Resolution::Key(ProfileKey::Endpoint(addr)))
+        Ok(ProfileKey::Endpoint(addr))
     );
     let mut rx = idx.subscribe_profile(ProfileKey::Endpoint(addr));
     let endpoint = rx
@@ -231,6 +231,6 @@ fn two_workloads_on_one_address_are_ambiguous() {
     idx.apply(pod("web-0", "192.0.2.1"));
     assert_eq!(
         idx.resolve_profile_addr(addr, None),
-        Ok(Resolution::Key(ProfileKey::Endpoint(addr)))
+        Ok(ProfileKey::Endpoint(addr))
     );
 }

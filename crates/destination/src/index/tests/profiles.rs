@@ -10,26 +10,26 @@ use linkerd2_proxy_api::{destination::WeightedAddr, net::TcpAddress};
 use super::*;
 use crate::{
     core::ServiceTarget,
-    index::{ProfileKey, ProfileLookupError, Resolution},
+    index::{ProfileKey, ProfileLookupError},
 };
 
 fn addr(s: &str) -> SocketAddr {
     s.parse().expect("socket address")
 }
 
-fn service_key(name: &str, port: u16, client_ns: Option<&str>) -> Resolution {
-    Resolution::Key(ProfileKey::Service {
+fn service_key(name: &str, port: u16, client_ns: Option<&str>) -> ProfileKey {
+    ProfileKey::Service {
         target: ServiceTarget {
             service: svc_id(name),
             port,
             fqn: format!("{name}.{NS}.svc.cluster.local"),
         },
         client_ns: client_ns.map(str::to_string),
-    })
+    }
 }
 
-fn endpoint_key(s: &str) -> Resolution {
-    Resolution::Key(ProfileKey::Endpoint(addr(s)))
+fn endpoint_key(s: &str) -> ProfileKey {
+    ProfileKey::Endpoint(addr(s))
 }
 
 fn cluster() -> EndpointsIndex {
@@ -62,14 +62,16 @@ fn by_name() {
         Ok(service_key("web", 80, None)),
         "an empty client namespace is none"
     );
+    // As the original (2.20), the Service is not looked up: an undeclared
+    // port and a Service the index does not hold resolve to their
+    // Service port's profile, which follows the Service into existence.
     assert_eq!(
         idx.resolve_profile_name(&web, None, 81, None),
-        Ok(Resolution::Empty),
-        "an undeclared port gets one empty profile"
+        Ok(service_key("web", 81, None)),
     );
     assert_eq!(
         idx.resolve_profile_name(&svc_id("nope"), None, 80, None),
-        Err(ProfileLookupError::ServiceNotFound(svc_id("nope")))
+        Ok(service_key("nope", 80, None)),
     );
 
     let mut idx = index();
@@ -93,7 +95,7 @@ fn by_cluster_ip() {
     );
     assert_eq!(
         idx.resolve_profile_addr(addr("10.96.0.1:81"), None),
-        Ok(Resolution::Empty)
+        Ok(service_key("web", 81, None))
     );
 }
 
@@ -226,7 +228,7 @@ fn service_profile(routes: usize) -> ServiceProfile {
 #[test]
 fn profiles_republish_only_what_changed() {
     let mut idx = cluster();
-    let Ok(Resolution::Key(key)) = idx.resolve_profile_name(&svc_id("web"), None, 80, None) else {
+    let Ok(key) = idx.resolve_profile_name(&svc_id("web"), None, 80, None) else {
         panic!("web:80 resolves to a key");
     };
     let mut service_rx = idx.subscribe_profile(key.clone());
@@ -266,4 +268,73 @@ fn profiles_republish_only_what_changed() {
     idx.release_profile(&key);
     let mut again = idx.subscribe_profile(key);
     assert!(again.borrow_and_update().profile.routes.is_empty());
+}
+
+/// A profile asked for before its Service exists is the default one
+/// (fully qualified name, default retry budget, no opacity), and it follows
+/// the Service, its opaque-ports annotation and its ServiceProfile into
+/// existence, then back out when the Service goes.
+#[test]
+fn a_service_asked_for_before_it_exists_is_followed_into_existence() {
+    let mut idx = index();
+    let key = idx
+        .resolve_profile_name(&svc_id("web"), None, 80, Some("client"))
+        .expect("a missing Service resolves");
+    let mut rx = idx.subscribe_profile(key);
+    {
+        let first = rx.borrow_and_update();
+        let profile = &first.profile;
+        assert_eq!(profile.fully_qualified_name, "web.ns.svc.cluster.local");
+        assert_eq!(
+            profile.retry_budget,
+            Some(crate::proto::profile::default_retry_budget())
+        );
+        assert!(profile.routes.is_empty());
+        assert!(!profile.opaque_protocol);
+        let Some(linkerd2_proxy_api::meta::Metadata {
+            kind: Some(linkerd2_proxy_api::meta::metadata::Kind::Resource(parent)),
+        }) = &profile.parent_ref
+        else {
+            panic!("a parent Service: {:?}", profile.parent_ref);
+        };
+        assert_eq!(
+            (parent.kind.as_str(), parent.name.as_str(), parent.port),
+            ("Service", "web", 80)
+        );
+    }
+
+    let mut opaque = service("web", "10.96.0.1");
+    opaque.metadata.annotations =
+        Some([(k8s_api::labels::OPAQUE_PORTS.to_string(), "80".to_string())].into());
+    idx.apply(opaque);
+    assert!(
+        rx.has_changed().expect("open"),
+        "the annotation is followed"
+    );
+    assert!(rx.borrow_and_update().profile.opaque_protocol);
+
+    idx.apply(service_profile(2));
+    assert!(
+        rx.has_changed().expect("open"),
+        "the ServiceProfile is followed"
+    );
+    assert_eq!(rx.borrow_and_update().profile.routes.len(), 2);
+
+    Index::<Service>::delete(&mut idx, k8s_index::ObjectKey::new(Some(NS), "web"));
+    assert!(rx.has_changed().expect("open"));
+    assert!(
+        !rx.borrow_and_update().profile.opaque_protocol,
+        "the deleted Service's annotation no longer applies"
+    );
+}
+
+#[test]
+fn what_is_known_at_an_address() {
+    let mut idx = cluster();
+    assert!(idx.knows_profile_addr(addr("10.96.0.1:80")), "a ClusterIP");
+    assert!(idx.knows_profile_addr(addr("10.0.0.1:8080")), "a pod IP");
+    assert!(idx.knows_profile_addr(addr("192.168.0.1:22")), "a host IP");
+    assert!(!idx.knows_profile_addr(addr("10.9.9.9:80")), "nothing");
+    idx.apply(service("late", "10.96.0.42"));
+    assert!(idx.knows_profile_addr(addr("10.96.0.42:80")));
 }

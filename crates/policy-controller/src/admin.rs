@@ -327,7 +327,7 @@ mod tests {
     use crate::{
         core::{
             DETECT_TIMEOUT, InboundServer, LookupError, ProxyProtocol, ServerRef, WorkloadPort,
-            outbound::{OutboundLookupError, OutboundPolicy, OutboundTarget, ServiceTarget},
+            outbound::{OutboundPolicy, OutboundTarget, ServiceTarget},
         },
         metrics::GrpcMetrics,
     };
@@ -354,11 +354,12 @@ mod tests {
             None
         }
 
-        fn watch_outbound_policy(
-            &self,
-            _: &ServiceTarget,
-        ) -> Result<watch::Receiver<Arc<OutboundPolicy>>, OutboundLookupError> {
-            Err(OutboundLookupError::UnknownService)
+        fn watch_outbound_policy(&self, _: &ServiceTarget) -> watch::Receiver<Arc<OutboundPolicy>> {
+            unreachable!("no outbound request in these tests")
+        }
+
+        fn knows_service(&self, _: &str, _: &str) -> bool {
+            false
         }
     }
 
@@ -405,7 +406,10 @@ mod tests {
             workload: r#"{"ns":"ns","pod":"web-0"}"#.into(),
             port: 8080,
         };
-        let mut stream = inbound.open(WATCH_PORT, spec, Some(peer)).expect("opened");
+        let mut stream = inbound
+            .open(WATCH_PORT, spec, Some(peer))
+            .await
+            .expect("opened");
         let _ = stream.next().await;
         let clean = introspection.run_audit(Duration::ZERO).await;
         assert!(clean.consistent, "{clean:?}");

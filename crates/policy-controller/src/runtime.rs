@@ -49,6 +49,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let admission_metrics = admission::Metrics::register(&mut registry);
     let audit_metrics = AuditMetrics::register(&mut registry);
     let peers = ConnectionMetrics::register(&mut registry);
+    // Lookups that miss the indexes are checked with the API server.
+    let confirmer = k8s_index::MissConfirmer::new(client.clone(), &watch_metrics, &mut registry);
     let readiness = Readiness::default();
     let tls_ready =
         (!args.admission_controller_disabled).then(|| readiness.register("webhook TLS"));
@@ -181,7 +183,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             shutdown.clone(),
             grpc_metrics.clone(),
         )
-        .with_streams(streams.clone()),
+        .with_streams(streams.clone())
+        .with_confirmer(confirmer.clone()),
     );
     let outbound = Arc::new(
         OutboundPolicyServer::new(
@@ -191,7 +194,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             shutdown.clone(),
             grpc_metrics.clone(),
         )
-        .with_streams(streams.clone()),
+        .with_streams(streams.clone())
+        .with_confirmer(confirmer),
     );
     let introspection =
         Introspection::new(policy.clone(), outbound.clone(), streams, audit_metrics);

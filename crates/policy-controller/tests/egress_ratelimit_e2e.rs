@@ -6,58 +6,18 @@
 use std::{net::SocketAddr, time::Duration};
 
 use linkerd2_proxy_api::{
-    inbound::{
-        self, PortSpec, inbound_server_policies_client::InboundServerPoliciesClient, proxy_protocol,
-    },
+    inbound::{self, PortSpec, proxy_protocol},
     meta::metadata,
     net::TcpAddress,
-    outbound::{
-        OutboundPolicy, TrafficSpec, outbound_policies_client::OutboundPoliciesClient,
-        proxy_protocol as proxy_protocol_out, traffic_spec,
-    },
+    outbound::{OutboundPolicy, TrafficSpec, proxy_protocol as proxy_protocol_out, traffic_spec},
 };
-use test_support::{ServerProcess, TestEnv, eventually, free_addr};
-use tonic::{Streaming, transport::Channel};
+use test_support::{TestEnv, eventually};
+use tonic::Streaming;
+
+mod support;
+use support::start_controller;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
-
-struct Controller {
-    _process: ServerProcess,
-    inbound: InboundServerPoliciesClient<Channel>,
-    outbound: OutboundPoliciesClient<Channel>,
-}
-
-/// Starts a controller (no webhook) whose status-writer Lease lives in the
-/// test's namespace, with `extra` flags.
-async fn start_controller(env: &TestEnv, extra: &[String]) -> Controller {
-    env.cluster().ensure_crds();
-    let grpc = free_addr();
-    let admin = free_addr();
-    let mut args = vec![
-        format!("--kubeconfig={}", env.cluster().kubeconfig().display()),
-        format!("--grpc-addr={grpc}"),
-        format!("--admin-addr={admin}"),
-        format!("--control-plane-namespace={}", env.ns),
-        "--admission-controller-disabled".to_string(),
-    ];
-    args.extend_from_slice(extra);
-    let process = ServerProcess::start(
-        env!("CARGO_BIN_EXE_policy-controller").as_ref(),
-        &args,
-        admin,
-    )
-    .await;
-    let url = format!("http://{grpc}");
-    Controller {
-        _process: process,
-        inbound: InboundServerPoliciesClient::connect(url.clone())
-            .await
-            .expect("connect (inbound)"),
-        outbound: OutboundPoliciesClient::connect(url)
-            .await
-            .expect("connect (outbound)"),
-    }
-}
 
 fn kubectl(env: &TestEnv, ns: &str, args: &[&str], stdin: Option<&str>) -> String {
     let mut all = vec!["-n", ns];

@@ -254,13 +254,8 @@ async fn gateway_kinds_follow_their_crds_on_open_streams() {
     // No Gateway API CRDs: the controller is Ready and says none is active.
     let grpc = free_addr();
     let admin = free_addr();
-    let args = vec![
-        format!("--kubeconfig={}", env.cluster().kubeconfig().display()),
-        format!("--grpc-addr={grpc}"),
-        format!("--admin-addr={admin}"),
-        format!("--control-plane-namespace={}", env.ns),
-        "--admission-controller-disabled".to_string(),
-    ];
+    let mut args = env.policy_controller_args(grpc, admin);
+    args.push("--admission-controller-disabled".to_string());
     let process = ServerProcess::start(
         env!("CARGO_BIN_EXE_policy-controller").as_ref(),
         &args,

@@ -38,12 +38,7 @@ async fn start_controller_with(env: &TestEnv, extra: &[String]) -> Controller {
     install_crds(env);
     let grpc = free_addr();
     let admin = free_addr();
-    let mut args = vec![
-        format!("--kubeconfig={}", env.cluster().kubeconfig().display()),
-        format!("--grpc-addr={grpc}"),
-        format!("--admin-addr={admin}"),
-        format!("--control-plane-namespace={}", env.ns),
-    ];
+    let mut args = env.policy_controller_args(grpc, admin);
     args.extend_from_slice(extra);
     let process = ServerProcess::start(
         env!("CARGO_BIN_EXE_policy-controller").as_ref(),

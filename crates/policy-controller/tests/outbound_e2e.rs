@@ -31,12 +31,7 @@ async fn start_controller(env: &TestEnv, extra: &[String]) -> Controller {
     env.cluster().ensure_crds();
     let grpc = free_addr();
     let admin = free_addr();
-    let mut args = vec![
-        format!("--kubeconfig={}", env.cluster().kubeconfig().display()),
-        format!("--grpc-addr={grpc}"),
-        format!("--admin-addr={admin}"),
-        format!("--control-plane-namespace={}", env.ns),
-    ];
+    let mut args = env.policy_controller_args(grpc, admin);
     if extra.is_empty() {
         args.push("--admission-controller-disabled".into());
     }

@@ -39,14 +39,9 @@ async fn watch_ports_past_the_limit_are_refused_and_others_served() {
         .port(Some("http"), 8080);
     env.create_ready_pod(&pod).await;
     let (grpc, admin) = (free_addr(), free_addr());
-    let args = vec![
-        format!("--kubeconfig={}", env.cluster().kubeconfig().display()),
-        format!("--grpc-addr={grpc}"),
-        format!("--admin-addr={admin}"),
-        format!("--control-plane-namespace={}", env.ns),
-        "--admission-controller-disabled".to_string(),
-        "--grpc-max-concurrent-streams=4".to_string(),
-    ];
+    let mut args = env.policy_controller_args(grpc, admin);
+    args.push("--admission-controller-disabled".to_string());
+    args.push("--grpc-max-concurrent-streams=4".to_string());
     let _policy = ServerProcess::start(PROGRAM.as_ref(), &args, admin).await;
 
     let (mut abuser, mut events) = RawH2::connect(grpc).await.expect("connect");

@@ -80,6 +80,23 @@ impl TestEnv {
         self.cluster
     }
 
+    /// The arguments every policy controller a test starts takes: this
+    /// cluster, the two addresses, and this test's namespace as the control
+    /// plane's (so its status-writer Lease is the test's own, and a
+    /// controller another test killed holds no Lease this one waits on).
+    pub fn policy_controller_args(
+        &self,
+        grpc: std::net::SocketAddr,
+        admin: std::net::SocketAddr,
+    ) -> Vec<String> {
+        vec![
+            format!("--kubeconfig={}", self.cluster.kubeconfig().display()),
+            format!("--grpc-addr={grpc}"),
+            format!("--admin-addr={admin}"),
+            format!("--control-plane-namespace={}", self.ns),
+        ]
+    }
+
     /// A typed API in this test's namespace.
     pub fn api<K>(&self) -> Api<K>
     where

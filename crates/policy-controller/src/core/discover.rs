@@ -14,7 +14,7 @@ use tokio::sync::watch;
 use super::{
     InboundServer,
     egress::EgressPolicy,
-    outbound::{OutboundLookupError, OutboundPolicy, OutboundTarget, ServiceTarget},
+    outbound::{OutboundPolicy, OutboundTarget, ServiceTarget},
 };
 
 /// The kind of workload a proxy runs in.
@@ -67,11 +67,14 @@ pub trait DiscoverOutboundPolicy: Send + Sync + 'static {
     ) -> Option<OutboundTarget>;
 
     /// A receiver whose current value is the target's policy and that
-    /// changes with it.
-    fn watch_outbound_policy(
-        &self,
-        target: &ServiceTarget,
-    ) -> Result<watch::Receiver<Arc<OutboundPolicy>>, OutboundLookupError>;
+    /// changes with it. A Service that does not exist (yet) has its default
+    /// policy, which follows the Service into existence, as the original's.
+    fn watch_outbound_policy(&self, target: &ServiceTarget)
+    -> watch::Receiver<Arc<OutboundPolicy>>;
+
+    /// Whether the Service `namespace/name` is known (a lookup of one that
+    /// is not is checked with the API server first).
+    fn knows_service(&self, namespace: &str, name: &str) -> bool;
 
     /// A receiver of the policy of an egress address for clients of
     /// `source_namespace`, following EgressNetworks and their routes.

@@ -259,14 +259,6 @@ pub struct OutboundPolicy {
     pub tcp_routes: BTreeMap<RouteId, L4Route>,
 }
 
-/// Why an outbound lookup found nothing.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum OutboundLookupError {
-    /// No such Service.
-    #[error("unknown target")]
-    UnknownService,
-}
-
 /// Routes in publishing order: by creation time (routes without one
 /// last), then by name.
 pub fn ordered<M, C>(

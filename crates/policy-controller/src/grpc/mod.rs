@@ -5,6 +5,7 @@
 //! exactly-sized frames and no per-stream encode buffer (the `grpc-stream`
 //! crate); `GetPort` goes to the generated server.
 
+mod confirm;
 mod convert;
 pub mod outbound;
 mod outbound_convert;
@@ -44,6 +45,9 @@ pub struct InboundPolicyServer<D> {
     metrics: GrpcMetrics,
     /// Open `WatchPort` streams, for the admin server.
     streams: Arc<streams::PolicyStreams>,
+    /// Checks lookups that missed the index with the API server (none in
+    /// unit tests: the index answers as it is).
+    confirm: Option<k8s_index::MissConfirmer>,
 }
 
 const GET_PORT: &str = "GetPort";
@@ -66,7 +70,15 @@ impl<D: DiscoverInboundServer> InboundPolicyServer<D> {
             shutdown,
             metrics,
             streams: streams::PolicyStreams::new(),
+            confirm: None,
         }
+    }
+
+    /// Checks lookups that miss the index with `confirm` (the process's API
+    /// client) before answering.
+    pub fn with_confirmer(mut self, confirm: k8s_index::MissConfirmer) -> Self {
+        self.confirm = Some(confirm);
+        self
     }
 
     /// Lists this server's streams in `streams` (shared with the outbound
@@ -81,12 +93,20 @@ impl<D: DiscoverInboundServer> InboundPolicyServer<D> {
         InboundServerPoliciesServer::new(self)
     }
 
-    fn lookup(
+    /// The index's receiver for `spec`, a workload it does not hold checked
+    /// with the API server first; counted as a request.
+    async fn lookup(
         &self,
         method: &'static str,
         spec: proto::PortSpec,
     ) -> Result<tokio::sync::watch::Receiver<crate::core::InboundServer>, tonic::Status> {
-        let result = self.watch_now(spec);
+        let result = match target(spec) {
+            Ok(target) => {
+                self.confirm_workload(&target).await;
+                self.receiver(&target)
+            }
+            Err(status) => Err(status),
+        };
         let code = result
             .as_ref()
             .map_or_else(|s| s.code(), |_| tonic::Code::Ok);
@@ -101,11 +121,18 @@ impl<D: DiscoverInboundServer> InboundPolicyServer<D> {
         &self,
         spec: proto::PortSpec,
     ) -> Result<tokio::sync::watch::Receiver<crate::core::InboundServer>, tonic::Status> {
-        target(spec).and_then(|target| {
-            self.discover
-                .watch_inbound_server(&target)
-                .map_err(|LookupError::UnknownServer| tonic::Status::not_found("unknown server"))
-        })
+        target(spec).and_then(|target| self.receiver(&target))
+    }
+
+    /// The index's receiver for a workload port (`NotFound` "unknown
+    /// server" for a workload it does not hold, as the original).
+    fn receiver(
+        &self,
+        target: &WorkloadPort,
+    ) -> Result<tokio::sync::watch::Receiver<crate::core::InboundServer>, tonic::Status> {
+        self.discover
+            .watch_inbound_server(target)
+            .map_err(|LookupError::UnknownServer| tonic::Status::not_found("unknown server"))
     }
 
     /// The `Server` the index gives `spec` now, as `GetPort` answers it
@@ -146,7 +173,7 @@ impl<D: DiscoverInboundServer> InboundServerPolicies for InboundPolicyServer<D> 
         &self,
         req: tonic::Request<proto::PortSpec>,
     ) -> Result<tonic::Response<proto::Server>, tonic::Status> {
-        let rx = self.lookup(GET_PORT, req.into_inner())?;
+        let rx = self.lookup(GET_PORT, req.into_inner()).await?;
         let server = to_server(&rx.borrow(), &self.cluster_networks);
         self.metrics.message_sent(GET_PORT);
         Ok(tonic::Response::new(server))
@@ -158,18 +185,18 @@ impl<D: DiscoverInboundServer> InboundServerPolicies for InboundPolicyServer<D> 
         &self,
         req: tonic::Request<proto::PortSpec>,
     ) -> Result<tonic::Response<ServerStream>, tonic::Status> {
-        let stream = self.watch(req.into_inner())?.map(Ok);
+        let stream = self.watch(req.into_inner()).await?.map(Ok);
         Ok(tonic::Response::new(Box::pin(stream)))
     }
 }
 
 impl<D: DiscoverInboundServer> InboundPolicyServer<D> {
     /// The messages of one `WatchPort` stream (ends on shutdown).
-    fn watch(
+    async fn watch(
         &self,
         spec: proto::PortSpec,
     ) -> Result<impl Stream<Item = proto::Server> + Send + use<D>, tonic::Status> {
-        let rx = self.lookup(WATCH_PORT, spec)?;
+        let rx = self.lookup(WATCH_PORT, spec).await?;
         let networks = self.cluster_networks.clone();
         let metrics = self.metrics.clone();
         let guard = metrics.stream_opened(WATCH_PORT);
@@ -184,8 +211,11 @@ impl<D: DiscoverInboundServer> InboundPolicyServer<D> {
     }
 
     /// `WatchPort` as a stream of exactly-sized encoded frames.
-    fn watch_frames(&self, spec: proto::PortSpec) -> Result<FrameStream, tonic::Status> {
-        let stream = self.watch(spec)?.map(|server| Ok(encode_frame(&server)));
+    async fn watch_frames(&self, spec: proto::PortSpec) -> Result<FrameStream, tonic::Status> {
+        let stream = self
+            .watch(spec)
+            .await?
+            .map(|server| Ok(encode_frame(&server)));
         Ok(Box::pin(stream))
     }
 }
@@ -219,14 +249,14 @@ impl<D: DiscoverInboundServer> grpc_stream::FramedMethods for InboundPolicyServe
         path == WATCH_PORT_PATH
     }
 
-    fn open(
+    async fn open(
         &self,
         _path: &str,
         spec: proto::PortSpec,
         peer: Option<std::net::SocketAddr>,
     ) -> Result<FrameStream, tonic::Status> {
         let request = streams::PolicyRequest::Inbound(spec.clone());
-        let frames = self.watch_frames(spec)?;
+        let frames = self.watch_frames(spec).await?;
         Ok(streams::listed(&self.streams, request, peer, frames))
     }
 }

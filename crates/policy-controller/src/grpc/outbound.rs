@@ -25,7 +25,7 @@ use super::{
 use crate::{
     core::{
         DiscoverOutboundPolicy,
-        outbound::{OutboundLookupError, OutboundTarget, ServiceTarget},
+        outbound::{OutboundTarget, ServiceTarget},
     },
     metrics::GrpcMetrics,
 };
@@ -36,7 +36,7 @@ const WATCH_PATH: &str = "/io.linkerd.proxy.outbound.OutboundPolicies/Watch";
 
 /// The outbound policy service.
 pub struct OutboundPolicyServer<D> {
-    discover: D,
+    pub(super) discover: D,
     /// `--cluster-domain`, for authorities.
     cluster_domain: Arc<str>,
     /// `--allow-l5d-request-headers`.
@@ -45,6 +45,9 @@ pub struct OutboundPolicyServer<D> {
     metrics: GrpcMetrics,
     /// Open `Watch` streams, for the admin server.
     streams: Arc<super::streams::PolicyStreams>,
+    /// Checks lookups that missed the index with the API server (none in
+    /// unit tests: the index answers as it is).
+    pub(super) confirm: Option<k8s_index::MissConfirmer>,
 }
 
 type PolicyStream =
@@ -66,7 +69,15 @@ impl<D: DiscoverOutboundPolicy> OutboundPolicyServer<D> {
             shutdown,
             metrics,
             streams: super::streams::PolicyStreams::new(),
+            confirm: None,
         }
+    }
+
+    /// Checks lookups that miss the index with `confirm` (the process's API
+    /// client) before answering.
+    pub fn with_confirmer(mut self, confirm: k8s_index::MissConfirmer) -> Self {
+        self.confirm = Some(confirm);
+        self
     }
 
     /// Lists this server's streams in `streams` (shared with the inbound
@@ -81,12 +92,30 @@ impl<D: DiscoverOutboundPolicy> OutboundPolicyServer<D> {
         OutboundPoliciesServer::new(self)
     }
 
-    /// Resolves a request to a target, and the client's namespace (public
-    /// for the fuzz targets).
+    /// Resolves a request to a target, and the client's namespace, from the
+    /// index as it is (public for the fuzz targets).
     pub fn target(
         &self,
         spec: proto::TrafficSpec,
     ) -> Result<(OutboundTarget, String), tonic::Status> {
+        let (asked, source_namespace) = self.parse(spec)?;
+        Ok((self.lookup(asked, &source_namespace)?, source_namespace))
+    }
+
+    /// [`Self::target`], with a miss checked with the API server first: a
+    /// Service (by name or ClusterIP) created a moment ago is answered as
+    /// it is, not as missing, whether or not the watch has seen it yet.
+    async fn confirmed_target(
+        &self,
+        spec: proto::TrafficSpec,
+    ) -> Result<(OutboundTarget, String), tonic::Status> {
+        let (asked, source_namespace) = self.parse(spec)?;
+        self.confirm_miss(&asked, &source_namespace).await;
+        Ok((self.lookup(asked, &source_namespace)?, source_namespace))
+    }
+
+    /// Validates a request: what it asks about, and the client's namespace.
+    fn parse(&self, spec: proto::TrafficSpec) -> Result<(Asked, String), tonic::Status> {
         let target = spec
             .target
             .ok_or_else(|| tonic::Status::invalid_argument("target is required"))?;
@@ -98,16 +127,15 @@ impl<D: DiscoverOutboundPolicy> OutboundPolicyServer<D> {
                 )));
             }
         };
-        match target {
+        let asked = match target {
             traffic_spec::Target::Authority(authority) => {
                 let (namespace, name, port) = parse_authority(&authority, &self.cluster_domain)?;
-                let target = OutboundTarget::Service(ServiceTarget {
+                Asked::Service(ServiceTarget {
                     namespace,
                     name,
                     port,
                     source_namespace: source_namespace.clone(),
-                });
-                Ok((target, source_namespace))
+                })
             }
             traffic_spec::Target::Addr(addr) => {
                 let port = u16::try_from(addr.port)
@@ -123,30 +151,34 @@ impl<D: DiscoverOutboundPolicy> OutboundPolicyServer<D> {
                     .map_err(|e| {
                         tonic::Status::invalid_argument(format!("failed to parse target addr: {e}"))
                     })?;
-                let target = self
-                    .discover
-                    .lookup_ip(ip, port, &source_namespace)
-                    .ok_or_else(|| tonic::Status::not_found("No such service"))?;
-                Ok((target, source_namespace))
+                Asked::Addr(ip, port)
             }
+        };
+        Ok((asked, source_namespace))
+    }
+
+    /// What the index says a request asks about. A Service name always
+    /// resolves (a missing Service has its default policy); an address no
+    /// Service, EgressNetwork or outside network claims is `NotFound`.
+    fn lookup(
+        &self,
+        asked: Asked,
+        source_namespace: &str,
+    ) -> Result<OutboundTarget, tonic::Status> {
+        match asked {
+            Asked::Service(target) => Ok(OutboundTarget::Service(target)),
+            Asked::Addr(ip, port) => self
+                .discover
+                .lookup_ip(ip, port, source_namespace)
+                .ok_or_else(|| tonic::Status::not_found("No such service")),
         }
     }
 
     fn watch_service(
         &self,
         target: &ServiceTarget,
-    ) -> Result<
-        tokio::sync::watch::Receiver<Arc<crate::core::outbound::OutboundPolicy>>,
-        tonic::Status,
-    > {
-        self.discover.watch_outbound_policy(target).map_err(
-            |OutboundLookupError::UnknownService| {
-                tonic::Status::not_found(format!(
-                    "unknown target: Service {}/{} not found",
-                    target.namespace, target.name
-                ))
-            },
-        )
+    ) -> tokio::sync::watch::Receiver<Arc<crate::core::outbound::OutboundPolicy>> {
+        self.discover.watch_outbound_policy(target)
     }
 
     fn record<T>(&self, method: &'static str, result: &Result<T, tonic::Status>) {
@@ -156,8 +188,14 @@ impl<D: DiscoverOutboundPolicy> OutboundPolicyServer<D> {
         self.metrics.request(method, code);
     }
 
-    fn get_policy(&self, spec: proto::TrafficSpec) -> Result<proto::OutboundPolicy, tonic::Status> {
-        let result = self.policy_now(spec);
+    async fn get_policy(
+        &self,
+        spec: proto::TrafficSpec,
+    ) -> Result<proto::OutboundPolicy, tonic::Status> {
+        let result = match self.confirmed_target(spec).await {
+            Ok((target, source_ns)) => Ok(self.policy_of(target, &source_ns)),
+            Err(status) => Err(status),
+        };
         self.record(GET, &result);
         result
     }
@@ -168,40 +206,42 @@ impl<D: DiscoverOutboundPolicy> OutboundPolicyServer<D> {
         &self,
         spec: proto::TrafficSpec,
     ) -> Result<proto::OutboundPolicy, tonic::Status> {
-        self.target(spec)
-            .and_then(|(target, source_ns)| match target {
-                OutboundTarget::Service(target) => {
-                    let rx = self.watch_service(&target)?;
-                    let policy = rx.borrow().clone();
-                    Ok(to_outbound_policy(&policy, self.allow_l5d_request_headers))
-                }
-                OutboundTarget::UndefinedPort {
-                    namespace,
-                    name,
-                    port,
-                } => Ok(undefined_port(&namespace, &name, port.get())),
-                OutboundTarget::Egress(addr) => {
-                    Ok(match self.discover.watch_egress(addr, &source_ns) {
-                        Some(rx) => {
-                            to_egress_policy(&rx.borrow(), addr, self.allow_l5d_request_headers)
-                        }
-                        None => egress_fallback(addr),
-                    })
-                }
-            })
+        let (target, source_ns) = self.target(spec)?;
+        Ok(self.policy_of(target, &source_ns))
+    }
+
+    /// The policy the index gives a resolved target now.
+    fn policy_of(&self, target: OutboundTarget, source_ns: &str) -> proto::OutboundPolicy {
+        match target {
+            OutboundTarget::Service(target) => {
+                let rx = self.watch_service(&target);
+                let policy = rx.borrow().clone();
+                to_outbound_policy(&policy, self.allow_l5d_request_headers)
+            }
+            OutboundTarget::UndefinedPort {
+                namespace,
+                name,
+                port,
+            } => undefined_port(&namespace, &name, port.get()),
+            OutboundTarget::Egress(addr) => match self.discover.watch_egress(addr, source_ns) {
+                Some(rx) => to_egress_policy(&rx.borrow(), addr, self.allow_l5d_request_headers),
+                None => egress_fallback(addr),
+            },
+        }
     }
 
     /// The messages of one `Watch` stream: the current policy, then one per
     /// change; it ends on shutdown.
-    fn watch(
+    async fn watch(
         &self,
         spec: proto::TrafficSpec,
     ) -> Result<impl Stream<Item = proto::OutboundPolicy> + Send + use<D>, tonic::Status> {
-        let result = self.target(spec).and_then(|(target, source_ns)| {
-            Ok(match target {
+        let target = self.confirmed_target(spec).await;
+        let result = target.map(|(target, source_ns)| {
+            match target {
                 OutboundTarget::Service(target) => {
                     let allow = self.allow_l5d_request_headers;
-                    let rx = self.watch_service(&target)?;
+                    let rx = self.watch_service(&target);
                     WatchStream::new(rx)
                         .map(move |policy| to_outbound_policy(&policy, allow))
                         .boxed()
@@ -233,7 +273,7 @@ impl<D: DiscoverOutboundPolicy> OutboundPolicyServer<D> {
                         }
                     }
                 }
-            })
+            }
         });
         self.record(WATCH, &result);
         let stream = result?;
@@ -249,10 +289,22 @@ impl<D: DiscoverOutboundPolicy> OutboundPolicyServer<D> {
             .take_until(self.shutdown.clone().requested()))
     }
 
-    fn watch_frames(&self, spec: proto::TrafficSpec) -> Result<FrameStream, tonic::Status> {
-        let stream = self.watch(spec)?.map(|policy| Ok(encode_frame(&policy)));
+    async fn watch_frames(&self, spec: proto::TrafficSpec) -> Result<FrameStream, tonic::Status> {
+        let stream = self
+            .watch(spec)
+            .await?
+            .map(|policy| Ok(encode_frame(&policy)));
         Ok(Box::pin(stream))
     }
+}
+
+/// What an outbound request asks about.
+#[derive(Debug)]
+pub(super) enum Asked {
+    /// A Service port by name.
+    Service(ServiceTarget),
+    /// An address.
+    Addr(IpAddr, NonZeroU16),
 }
 
 /// Parses `<svc>.<ns>.svc[.<cluster-domain>][.][:port]` (port 80 when
@@ -303,7 +355,7 @@ impl<D: DiscoverOutboundPolicy> OutboundPolicies for OutboundPolicyServer<D> {
         &self,
         req: tonic::Request<proto::TrafficSpec>,
     ) -> Result<tonic::Response<proto::OutboundPolicy>, tonic::Status> {
-        let policy = self.get_policy(req.into_inner())?;
+        let policy = self.get_policy(req.into_inner()).await?;
         self.metrics.message_sent(GET);
         Ok(tonic::Response::new(policy))
     }
@@ -314,7 +366,9 @@ impl<D: DiscoverOutboundPolicy> OutboundPolicies for OutboundPolicyServer<D> {
         &self,
         req: tonic::Request<proto::TrafficSpec>,
     ) -> Result<tonic::Response<PolicyStream>, tonic::Status> {
-        let stream = OutboundPolicyServer::watch(self, req.into_inner())?.map(Ok);
+        let stream = OutboundPolicyServer::watch(self, req.into_inner())
+            .await?
+            .map(Ok);
         Ok(tonic::Response::new(Box::pin(stream)))
     }
 }
@@ -344,14 +398,14 @@ impl<D: DiscoverOutboundPolicy> grpc_stream::FramedMethods for OutboundPolicySer
         path == WATCH_PATH
     }
 
-    fn open(
+    async fn open(
         &self,
         _path: &str,
         spec: proto::TrafficSpec,
         peer: Option<std::net::SocketAddr>,
     ) -> Result<FrameStream, tonic::Status> {
         let request = super::streams::PolicyRequest::Outbound(spec.clone());
-        let frames = self.watch_frames(spec)?;
+        let frames = self.watch_frames(spec).await?;
         Ok(super::streams::listed(&self.streams, request, peer, frames))
     }
 }

@@ -51,12 +51,21 @@ impl DiscoverOutboundPolicy for Fixed {
     fn watch_outbound_policy(
         &self,
         target: &ServiceTarget,
-    ) -> Result<watch::Receiver<Arc<OutboundPolicy>>, OutboundLookupError> {
-        if target.name == "web" && target.namespace == "ns" {
-            Ok(self.0.clone())
+    ) -> watch::Receiver<Arc<OutboundPolicy>> {
+        if self.knows_service(&target.namespace, &target.name) {
+            self.0.clone()
         } else {
-            Err(OutboundLookupError::UnknownService)
+            // A Service this discovery does not know: its default policy.
+            let mut default = (*policy(None)).clone();
+            default.namespace.clone_from(&target.namespace);
+            default.name.clone_from(&target.name);
+            default.port = target.port;
+            watch::Sender::new(Arc::new(default)).subscribe()
         }
+    }
+
+    fn knows_service(&self, namespace: &str, name: &str) -> bool {
+        (namespace, name) == ("ns", "web")
     }
 }
 
@@ -162,15 +171,13 @@ async fn status_codes_answers_and_watch_updates() {
         code(svc.get(spec(addr("10.9.9.9", 80))).await),
         Err((tonic::Code::NotFound, "No such service".into()))
     );
-    assert_eq!(
-        code(
-            svc.get(spec(authority("gone.ns.svc.cluster.local:80")))
-                .await
-        )
-        .map_err(|e| e.0),
-        Err(tonic::Code::NotFound)
-    );
     let get = |t| async { svc.get(spec(t)).await.expect("ok").into_inner() };
+    // A Service that does not exist (yet) has its default policy, as the
+    // original's: a proxy that asked too early is not told `NotFound`.
+    assert_eq!(
+        meta_name(&get(authority("gone.ns.svc.cluster.local:8080")).await),
+        "ns/gone:8080"
+    );
     assert_eq!(meta_name(&get(addr("10.0.0.1", 80)).await), "ns/web:80");
     assert_eq!(
         meta_name(&get(authority("web.ns.svc:80")).await),

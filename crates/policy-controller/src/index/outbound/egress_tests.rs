@@ -266,7 +266,7 @@ fn an_egress_network_backend_on_a_service_route_fails() {
     );
     route.metadata.name = Some("r".into());
     idx.apply(route);
-    let rx = idx.policy_rx(&target("web", 80, NS)).expect("known");
+    let rx = idx.policy_rx(&target("web", 80, NS));
     let policy = rx.borrow().clone();
     let route = policy.http_routes.values().next().expect("route");
     assert_eq!(

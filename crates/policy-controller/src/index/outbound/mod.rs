@@ -37,8 +37,7 @@ use crate::core::{
     DiscoverOutboundPolicy, PortSet,
     egress::EgressPolicy,
     outbound::{
-        Backend, OutboundLookupError, OutboundPolicy, OutboundTarget, RouteId, ServiceTarget,
-        service_authority,
+        Backend, OutboundPolicy, OutboundTarget, RouteId, ServiceTarget, service_authority,
     },
 };
 
@@ -166,23 +165,37 @@ impl OutboundIndex {
     }
 
     /// A receiver of the policy of a Service port for clients of
-    /// `target.source_namespace`.
-    pub fn policy_rx(
-        &mut self,
-        target: &ServiceTarget,
-    ) -> Result<watch::Receiver<Arc<OutboundPolicy>>, OutboundLookupError> {
+    /// `target.source_namespace`. A Service the index does not hold (yet)
+    /// gets the default policy of its name (no annotation settings, no
+    /// app protocol, the routes that already name it as a parent), which
+    /// follows it into existence, as the original's.
+    pub fn policy_rx(&mut self, target: &ServiceTarget) -> watch::Receiver<Arc<OutboundPolicy>> {
         let key = (target.namespace.clone(), target.name.clone());
-        let policy = self
-            .policy(&key, target.port, &target.source_namespace)
-            .ok_or(OutboundLookupError::UnknownService)?;
-        let rx = self
+        if let Some(tx) = self
             .watches
+            .get(&key)
+            .and_then(|w| w.get(&(target.port, target.source_namespace.clone())))
+        {
+            return tx.subscribe();
+        }
+        let policy = self.policy_of(
+            &key,
+            self.services.get(&key),
+            target.port,
+            &target.source_namespace,
+        );
+        self.watches
             .entry(key)
             .or_default()
             .entry((target.port, target.source_namespace.clone()))
             .or_insert_with(|| watch::Sender::new(Arc::new(policy)))
-            .subscribe();
-        Ok(rx)
+            .subscribe()
+    }
+
+    /// Whether the index holds the Service `namespace/name`.
+    pub fn knows_service(&self, namespace: &str, name: &str) -> bool {
+        self.services
+            .contains_key(&(namespace.to_string(), name.to_string()))
     }
 
     /// The policy of a Service port for clients of `source_ns` (`None`:
@@ -194,19 +207,31 @@ impl OutboundIndex {
         source_ns: &str,
     ) -> Option<OutboundPolicy> {
         let svc = self.services.get(key)?;
+        Some(self.policy_of(key, Some(svc), port, source_ns))
+    }
+
+    /// The policy of a port of the Service `key` whose settings are `svc`
+    /// (`None`: the defaults of a Service that does not exist).
+    fn policy_of(
+        &self,
+        key: &ServiceKey,
+        svc: Option<&ServiceInfo>,
+        port: NonZeroU16,
+        source_ns: &str,
+    ) -> OutboundPolicy {
         let (namespace, name) = key;
         let mut policy = OutboundPolicy {
             namespace: namespace.clone(),
             name: name.clone(),
             port,
             authority: service_authority(name, namespace, &self.cluster.cluster_domain, port),
-            app_protocol: svc.app_protocols.get(&port).cloned(),
-            accrual: svc.accrual,
-            load_biaser: svc.load_biaser,
-            honor_retry_after: svc.honor_retry_after,
-            http_retry: svc.http_retry.clone(),
-            grpc_retry: svc.grpc_retry.clone(),
-            timeouts: svc.timeouts.clone(),
+            app_protocol: svc.and_then(|s| s.app_protocols.get(&port).cloned()),
+            accrual: svc.and_then(|s| s.accrual),
+            load_biaser: svc.and_then(|s| s.load_biaser),
+            honor_retry_after: svc.is_some_and(|s| s.honor_retry_after),
+            http_retry: svc.and_then(|s| s.http_retry.clone()),
+            grpc_retry: svc.and_then(|s| s.grpc_retry.clone()),
+            timeouts: svc.map(|s| s.timeouts.clone()).unwrap_or_default(),
             http_routes: Default::default(),
             grpc_routes: Default::default(),
             tls_routes: Default::default(),
@@ -255,7 +280,7 @@ impl OutboundIndex {
                 }
             }
         }
-        Some(policy)
+        policy
     }
 
     fn resolve_backends(&self, backends: &mut [Backend]) {
@@ -537,9 +562,13 @@ impl DiscoverOutboundPolicy for SharedIndex<OutboundIndex> {
     fn watch_outbound_policy(
         &self,
         target: &ServiceTarget,
-    ) -> Result<watch::Receiver<Arc<OutboundPolicy>>, OutboundLookupError> {
+    ) -> watch::Receiver<Arc<OutboundPolicy>> {
         // The write lock: a lookup may create the watch.
         self.write().policy_rx(target)
+    }
+
+    fn knows_service(&self, namespace: &str, name: &str) -> bool {
+        self.read().knows_service(namespace, name)
     }
 
     fn watch_egress(

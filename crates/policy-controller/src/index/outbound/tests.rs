@@ -160,17 +160,13 @@ fn weighted(name: &str, exists: bool) -> Backend {
 #[test]
 fn service_without_routes_gets_its_default_policy() {
     let mut idx = index();
-    assert_eq!(
-        idx.policy_rx(&target("web", 80, NS)).expect_err("unknown"),
-        OutboundLookupError::UnknownService
-    );
     idx.apply(web());
-    let rx = idx.policy_rx(&target("web", 80, "client")).expect("known");
+    let rx = idx.policy_rx(&target("web", 80, "client"));
     assert_eq!(**rx.borrow(), expected(80, None));
-    let h2 = idx.policy_rx(&target("web", 8080, NS)).expect("known");
+    let h2 = idx.policy_rx(&target("web", 8080, NS));
     assert_eq!(**h2.borrow(), expected(8080, Some(AppProtocol::Http2)));
     // --default-opaque-ports applies without the annotation.
-    let opaque = idx.policy_rx(&target("web", 3306, NS)).expect("known");
+    let opaque = idx.policy_rx(&target("web", 3306, NS));
     assert_eq!(**opaque.borrow(), expected(3306, Some(AppProtocol::Opaque)));
 }
 
@@ -211,8 +207,8 @@ fn lookups_by_address() {
 fn opaque_annotation_and_app_protocol() {
     let mut idx = index();
     idx.apply(web());
-    let mut rx = idx.policy_rx(&target("web", 80, NS)).expect("known");
-    let mut mysql = idx.policy_rx(&target("web", 3306, NS)).expect("known");
+    let mut rx = idx.policy_rx(&target("web", 80, NS));
+    let mut mysql = idx.policy_rx(&target("web", 3306, NS));
     rx.mark_unchanged();
     idx.apply(service(
         "web",
@@ -264,7 +260,7 @@ fn service_annotations_give_accrual_timeouts_and_retries() {
         }),
         json!([{"port": 80}]),
     ));
-    let rx = idx.policy_rx(&target("web", 80, NS)).expect("known");
+    let rx = idx.policy_rx(&target("web", 80, NS));
     let mut want = expected(80, None);
     want.accrual = Some(FailureAccrual::Consecutive {
         max_failures: 4,
@@ -296,7 +292,7 @@ fn service_annotations_give_accrual_timeouts_and_retries() {
 fn routes_attach_once_accepted_and_track_backends() {
     let mut idx = index();
     idx.apply(web());
-    let mut rx = idx.policy_rx(&target("web", 80, "client")).expect("known");
+    let mut rx = idx.policy_rx(&target("web", 80, "client"));
     rx.mark_unchanged();
     // Not accepted by our status writer yet: not attached.
     idx.apply(gateway_route(NS, "api", 1, false, api_rules("api")));
@@ -327,9 +323,9 @@ fn producer_routes_for_all_consumer_routes_for_their_namespace() {
     let consumer = gateway_route("client", "consumer", 1, true, api_rules("web"));
     idx.apply(producer);
     idx.apply(consumer);
-    let client = idx.policy_rx(&target("web", 80, "client")).expect("known");
-    let other = idx.policy_rx(&target("web", 80, "other")).expect("known");
-    let producer_ns = idx.policy_rx(&target("web", 80, NS)).expect("known");
+    let client = idx.policy_rx(&target("web", 80, "client"));
+    let other = idx.policy_rx(&target("web", 80, "other"));
+    let producer_ns = idx.policy_rx(&target("web", 80, NS));
     let names = |rx: &watch::Receiver<Arc<OutboundPolicy>>| {
         rx.borrow()
             .http_routes
@@ -359,8 +355,8 @@ fn parent_ports_limit_routes_and_policy_routes_attach_too() {
             "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted", "message": "", "lastTransitionTime": timestamp(0)}]}]}
     }));
     idx.apply(route);
-    let p80 = idx.policy_rx(&target("web", 80, NS)).expect("known");
-    let p8080 = idx.policy_rx(&target("web", 8080, NS)).expect("known");
+    let p80 = idx.policy_rx(&target("web", 80, NS));
+    let p8080 = idx.policy_rx(&target("web", 8080, NS));
     assert!(p80.borrow().http_routes.is_empty());
     let policy = p8080.borrow();
     let rule = &policy.http_routes.values().next().expect("route").rules[0];
@@ -374,7 +370,7 @@ fn parent_ports_limit_routes_and_policy_routes_attach_too() {
 fn invalid_routes_and_backends() {
     let mut idx = index();
     idx.apply(web());
-    let rx = idx.policy_rx(&target("web", 80, NS)).expect("known");
+    let rx = idx.policy_rx(&target("web", 80, NS));
     // An unsupported filter makes the whole route ignored.
     idx.apply(gateway_route(
         NS,
@@ -420,8 +416,8 @@ fn grpc_routes_and_unheld_watches_are_dropped() {
         "status": {"parents": [{"parentRef": parent, "controllerName": "linkerd.io/policy-controller",
             "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted", "message": "", "lastTransitionTime": timestamp(0)}]}]}
     }));
-    let rx = idx.policy_rx(&target("web", 8080, NS)).expect("known");
-    let dropped = idx.policy_rx(&target("web", 80, NS)).expect("known");
+    let rx = idx.policy_rx(&target("web", 8080, NS));
+    let dropped = idx.policy_rx(&target("web", 80, NS));
     drop(dropped);
     assert_eq!(idx.stats().watches, 2);
     idx.apply(route);
@@ -454,7 +450,7 @@ fn tls_and_tcp_routes() {
         "spec": {"parentRefs": [parent], "rules": [{}, {}]},
         "status": status
     }));
-    let rx = idx.policy_rx(&target("web", 3306, NS)).expect("known");
+    let rx = idx.policy_rx(&target("web", 3306, NS));
     idx.apply(tcp);
     idx.apply(two_rules);
     let policy = rx.borrow();

@@ -16,11 +16,12 @@
 //!   A missing Service has no endpoints.
 //! - Topology hints are not modelled: the soak writes none and its nodes
 //!   have no zone, in which case the destination keeps every candidate.
-//! - `GetProfile svc:port` (a Service that declares the port): the route
-//!   names of the ServiceProfile `<svc>.<ns>.svc.cluster.local`, in order,
-//!   and `opaque_protocol` from the Service's `config.linkerd.io/opaque-ports`
-//!   annotation (numbers, ranges, Service port names; no annotation: the
-//!   destination's default opaque ports, none in the soak).
+//! - `GetProfile svc:port` (whether or not the Service exists or declares
+//!   the port, as the original): the route names of the ServiceProfile
+//!   `<svc>.<ns>.svc.cluster.local`, in order, and `opaque_protocol` from
+//!   the Service's `config.linkerd.io/opaque-ports` annotation (numbers,
+//!   ranges, Service port names; no annotation: the destination's default
+//!   opaque ports, none in the soak; no Service: none).
 //! - `WatchPort pod:port` (policy controller): the Server whose
 //!   `podSelector.matchLabels` the pod's labels satisfy and whose `port` is
 //!   the number or the name of one of the pod's container ports with that

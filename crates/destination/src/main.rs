@@ -3,10 +3,17 @@
 
 use destination::runtime::{Args, GO_FLAGS};
 
-// jemalloc: less fragmentation than glibc's allocator under many small,
-// long-lived per-stream allocations, and faster multi-threaded allocation.
+// jemalloc by default: less fragmentation than glibc's allocator under
+// many small, long-lived per-stream allocations, and faster multi-threaded
+// allocation. The `mimalloc` feature selects mimalloc instead; with neither
+// feature (`--no-default-features`) it is the system allocator (see
+// Cargo.toml).
+#[cfg(all(feature = "jemalloc", not(feature = "mimalloc")))]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {

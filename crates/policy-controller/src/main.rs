@@ -3,10 +3,16 @@
 use clap::Parser;
 use policy_controller::args::Args;
 
-// jemalloc, as in the original: less fragmentation than glibc's allocator
-// under many small, long-lived per-stream allocations.
+// jemalloc by default, as in the original: less fragmentation than glibc's
+// allocator under many small, long-lived per-stream allocations. The
+// `mimalloc` feature selects mimalloc instead; with neither feature
+// (`--no-default-features`) it is the system allocator (see Cargo.toml).
+#[cfg(all(feature = "jemalloc", not(feature = "mimalloc")))]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {

@@ -10,7 +10,8 @@ use crate::paths::workspace_root;
 
 #[derive(Args)]
 pub struct BenchArgs {
-    /// Which benchmark: destination, policy, sp-validator or overload.
+    /// Which benchmark: destination, policy, cluster-size, sp-validator or
+    /// overload.
     pub name: String,
     /// Arguments for the benchmark (see `meridian-bench <name> --help`).
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -58,6 +59,22 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 target.join("policy-controller").display()
             ));
         }
+        "cluster-size" => {
+            // This build's binaries, unless others are named (to compare
+            // builds kept elsewhere on the same fixtures).
+            for (flag, bin) in [
+                ("destination-bin", "destination"),
+                ("policy-bin", "policy-controller"),
+            ] {
+                let named = args
+                    .args
+                    .iter()
+                    .any(|a| a.strip_prefix("--").is_some_and(|a| a.starts_with(flag)));
+                if !named {
+                    bench.arg(format!("--{flag}={}", target.join(bin).display()));
+                }
+            }
+        }
         "sp-validator" => {
             bench.arg(format!(
                 "--sp-validator-bin={}",
@@ -74,7 +91,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             }
         }
         other => {
-            bail!("unknown benchmark {other:?}: destination, policy, sp-validator or overload")
+            bail!(
+                "unknown benchmark {other:?}: destination, policy, cluster-size, sp-validator or overload"
+            )
         }
     }
     let status = bench

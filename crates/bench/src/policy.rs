@@ -82,7 +82,7 @@ fn pod_name(p: usize) -> String {
     format!("pod-{p}")
 }
 
-fn servers_api(client: &kube::Client) -> Api<DynamicObject> {
+pub(crate) fn servers_api(client: &kube::Client) -> Api<DynamicObject> {
     let resource = ApiResource {
         group: "policy.linkerd.io".into(),
         version: "v1beta3".into(),

@@ -28,7 +28,6 @@ use k8s_openapi::api::{
 use kube::{
     Api,
     api::{DynamicObject, PostParams},
-    discovery::ApiResource,
 };
 use serde_json::{Value, json};
 
@@ -254,18 +253,6 @@ where
     Ok(out)
 }
 
-/// The Server kind (policy.linkerd.io/v1beta3).
-pub fn servers_api(client: &kube::Client) -> Api<DynamicObject> {
-    let resource = ApiResource {
-        group: "policy.linkerd.io".into(),
-        version: "v1beta3".into(),
-        api_version: "policy.linkerd.io/v1beta3".into(),
-        kind: "Server".into(),
-        plural: "servers".into(),
-    };
-    Api::namespaced_with(client.clone(), NS, &resource)
-}
-
 /// Creates every fixture of `layout`, printing progress on stderr.
 pub async fn create(client: &kube::Client, layout: &Layout) -> anyhow::Result<Fixtures> {
     let mut writes = 0usize;
@@ -399,7 +386,7 @@ pub async fn create(client: &kube::Client, layout: &Layout) -> anyhow::Result<Fi
     .await?;
     writes += slices.len();
 
-    let servers = servers_api(client);
+    let servers = crate::policy::servers_api(client);
     let with_server: Vec<usize> = (0..layout.services)
         .filter(|s| Layout::has_server(*s))
         .collect();

@@ -100,7 +100,6 @@ fn unpin(cpus: &Option<String>) {
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let cpus = allowed_cpus();
-    let settle = Duration::from_secs(args.settle_secs);
     let largest = args.pods.iter().copied().max().unwrap_or(0);
     println!(
         "cluster-size bench: pods {:?} ({} per Service, at most {} Services); destination {:?}; policy-controller {:?}",
@@ -149,21 +148,16 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         crate::common::pin(!args.no_pin);
         for bin in &args.policy_bin {
             let (mut server, wall) = measure::start(&cluster, Kind::Policy, bin, None).await?;
-            let idle = measure::idle(server.pid, wall, settle).await?;
-            let bursts = match fx.as_mut() {
-                Some(fx) if !args.no_flips => {
-                    flip_both_ways(&client, fx, args.flips, server.pid).await
-                }
-                _ => Vec::new(),
-            };
+            let row = measure_row(
+                &args,
+                &client,
+                fx.as_mut(),
+                (Kind::Policy, bin),
+                &server,
+                wall,
+            )
+            .await?;
             server.process.stop(Duration::from_secs(5));
-            let row = Row {
-                kind: Kind::Policy,
-                label: bin.label.clone(),
-                pods: n,
-                idle,
-                bursts,
-            };
             print_row(&row, &rows);
             rows.push(row);
         }
@@ -173,20 +167,15 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 measure::start(&cluster, Kind::Policy, companion_bin, None).await?;
             let (mut server, wall) =
                 measure::start(&cluster, Kind::Destination, bin, Some(companion.grpc)).await?;
-            let idle = measure::idle(server.pid, wall, settle).await?;
-            let bursts = match fx.as_mut() {
-                Some(fx) if !args.no_flips => {
-                    flip_both_ways(&client, fx, args.flips, server.pid).await
-                }
-                _ => Vec::new(),
-            };
-            let row = Row {
-                kind: Kind::Destination,
-                label: bin.label.clone(),
-                pods: n,
-                idle,
-                bursts,
-            };
+            let row = measure_row(
+                &args,
+                &client,
+                fx.as_mut(),
+                (Kind::Destination, bin),
+                &server,
+                wall,
+            )
+            .await?;
             print_row(&row, &rows);
             rows.push(row);
             if let Some(fx) = fx.as_mut()
@@ -221,6 +210,31 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     }
     print_summary(&rows);
     Ok(())
+}
+
+/// A started binary's figures: Ready and settled, then (with fixtures)
+/// a burst of readiness flips each way.
+async fn measure_row(
+    args: &Args,
+    client: &kube::Client,
+    fx: Option<&mut fixtures::Fixtures>,
+    (kind, bin): (Kind, &Binary),
+    server: &crate::common::Server,
+    wall: Duration,
+) -> anyhow::Result<Row> {
+    let idle = measure::idle(server.pid, wall, Duration::from_secs(args.settle_secs)).await?;
+    let pods = fx.as_ref().map_or(0, |fx| fx.pods.len());
+    let bursts = match fx {
+        Some(fx) if !args.no_flips => flip_both_ways(client, fx, args.flips, server.pid).await,
+        _ => Vec::new(),
+    };
+    Ok(Row {
+        kind,
+        label: bin.label.clone(),
+        pods,
+        idle,
+        bursts,
+    })
 }
 
 async fn flip_both_ways(

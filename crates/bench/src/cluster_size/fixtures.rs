@@ -752,3 +752,58 @@ pub fn pod_status(k: usize, ip: &str, host_ip: &str, ready: bool) -> Value {
 pub fn host_ip(pod: &PodFixture) -> String {
     node_ip(pod.node)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pod_names_and_ips_are_unique_at_50000_pods() {
+        let layout = Layout::new(50_000, 50, 200);
+        assert_eq!((layout.services, layout.nodes), (200, 500));
+        let names: std::collections::HashSet<String> = (0..layout.pods)
+            .map(|k| {
+                let s = layout.service_of(k);
+                format!("{}-{}", replica_set_name(s), suffix(k as u64, 5))
+            })
+            .collect();
+        assert_eq!(names.len(), 50_000);
+        let ips: std::collections::HashSet<String> = (0..layout.pods).map(pod_ip).collect();
+        assert_eq!(ips.len(), 50_000);
+    }
+
+    #[test]
+    fn services_hold_50_pods_until_the_cap() {
+        let layout = Layout::new(2_000, 50, 200);
+        assert_eq!(layout.services, 40);
+        assert_eq!(
+            (0..2_000).filter(|k| layout.service_of(*k) == 7).count(),
+            50
+        );
+        assert_eq!(Layout::new(10_000, 50, 200).services, 200);
+    }
+
+    #[test]
+    fn injected_pods_carry_the_proxy_and_its_env() {
+        let pod: Pod =
+            serde_json::from_value(pod("p", 3, "uid", "node-0", "PEM")).expect("a valid Pod");
+        let spec = pod.spec.expect("spec");
+        let proxy = &spec.containers[0];
+        assert_eq!(proxy.name, "linkerd-proxy");
+        let env = proxy.env.as_ref().expect("env");
+        assert!(env.len() >= 30, "{} env vars", env.len());
+        for name in [
+            "LINKERD2_PROXY_INBOUND_LISTEN_ADDR",
+            "LINKERD2_PROXY_ADMIN_LISTEN_ADDR",
+            "LINKERD2_PROXY_CONTROL_LISTEN_ADDR",
+        ] {
+            assert!(env.iter().any(|e| e.name == name), "{name}");
+        }
+        assert_eq!(spec.init_containers.expect("init")[0].name, "linkerd-init");
+        let owner = &pod.metadata.owner_references.expect("owners")[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.name.as_str()),
+            ("ReplicaSet", replica_set_name(3).as_str())
+        );
+    }
+}

@@ -34,7 +34,7 @@ use std::{
 use k8s_index::{Index, IndexMetrics, ObjectKey, switch::switching_watch};
 use k8s_openapi::api::{
     apps::v1::ReplicaSet,
-    core::v1::{Node, Pod, Secret, Service},
+    core::v1::{Node, Secret, Service},
     discovery::v1::EndpointSlice,
 };
 use kube::{
@@ -212,7 +212,12 @@ impl ClusterStore {
                 index.clone(),
                 m,
             ),
-            switching_watch::<Pod, _>(&kind("pods"), clients.clone(), index.clone(), m),
+            switching_watch::<crate::k8s::pods::PodObject, _>(
+                &kind("pods"),
+                clients.clone(),
+                index.clone(),
+                m,
+            ),
             switching_watch::<PartialObjectMeta<ReplicaSet>, _>(
                 &kind("replicasets"),
                 clients.clone(),

@@ -308,7 +308,14 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let watches = [
         services,
         endpoint_slices,
-        resources::pods(client.clone(), None, index.clone(), &index_metrics),
+        // Pods are decoded straight into the facts the index keeps.
+        k8s_index::WatchTask::new(
+            "pods",
+            kube::Api::<crate::k8s::pods::PodObject>::all(client.clone()),
+            resources::watch_config(),
+            index.clone(),
+            &index_metrics,
+        ),
         // Node zones also go to the linked clusters' indexes.
         resources::nodes(
             client.clone(),

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
+use super::pod::PodFacts;
 use crate::config::TranslatorConfig;
 use k8s_api::ports::PortRanges;
 
@@ -173,30 +174,23 @@ pub struct ProxyPorts {
     pub control: Result<u16, ProxyPortError>,
 }
 
-/// Everything about a pod that feeds its `WeightedAddr` or filtering.
+/// Everything about a pod that feeds its `WeightedAddr` or filtering: its
+/// stored facts (shared with the index, read through `Deref`) and its owner
+/// metrics label, resolved through the ReplicaSet or Job that owns it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PodInfo {
-    /// Pod name.
-    pub name: String,
-    /// Pod namespace (`default` if unset).
-    pub namespace: String,
-    /// Service account (`default` if unset).
-    pub service_account: String,
-    /// `spec.nodeName`, used by `internalTrafficPolicy: Local`.
-    pub node_name: Option<String>,
-    /// Non-empty `linkerd.io/control-plane-ns` label.
-    pub control_plane_ns: Option<String>,
-    /// Non-empty `pod-template-hash` label.
-    pub pod_template_hash: Option<String>,
+    /// The pod's facts, as the index stores them.
+    pub facts: Arc<PodFacts>,
     /// The owner metrics label.
     pub owner: OwnerLabel,
-    /// `config.linkerd.io/opaque-ports` if annotated (named ports resolved);
-    /// `None` means the default opaque ports apply.
-    pub opaque_ports: Option<PortRanges>,
-    /// `config.linkerd.io/skip-inbound-ports`.
-    pub skip_inbound_ports: PortRanges,
-    /// Proxy listen ports.
-    pub proxy_ports: ProxyPorts,
+}
+
+impl std::ops::Deref for PodInfo {
+    type Target = PodFacts;
+
+    fn deref(&self) -> &PodFacts {
+        &self.facts
+    }
 }
 
 impl PodInfo {
@@ -302,8 +296,8 @@ impl Workload {
     pub fn address_id(&self, family: AddressFamily) -> Option<AddressId> {
         match self {
             Self::Pod(pod) => Some(AddressId::Pod {
-                namespace: pod.namespace.clone(),
-                name: pod.name.clone(),
+                namespace: pod.namespace.to_string(),
+                name: pod.name.to_string(),
                 family,
             }),
             Self::External(ew) => Some(AddressId::ExternalWorkload {
@@ -320,7 +314,10 @@ impl Workload {
     /// The pod or ExternalWorkload this is (`None` for a gateway address).
     pub fn workload_ref(&self) -> Option<WorkloadRef> {
         match self {
-            Self::Pod(pod) => Some(WorkloadRef::Pod(pod.namespace.clone(), pod.name.clone())),
+            Self::Pod(pod) => Some(WorkloadRef::Pod(
+                pod.namespace.to_string(),
+                pod.name.to_string(),
+            )),
             Self::External(ew) => {
                 Some(WorkloadRef::External(ew.namespace.clone(), ew.name.clone()))
             }

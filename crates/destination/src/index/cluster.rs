@@ -13,7 +13,7 @@ use std::{
 };
 
 use k8s_api::{service_profile::ServiceProfile, workload::ExternalWorkload};
-use k8s_openapi::api::{core::v1::Pod, core::v1::Service, discovery::v1::EndpointSlice};
+use k8s_openapi::api::{core::v1::Service, discovery::v1::EndpointSlice};
 
 use crate::{
     config::TranslatorConfig,
@@ -21,12 +21,12 @@ use crate::{
         OpaquePortsUpdate, ServiceId,
         authority::parse_service_name,
         endpoint::{OwnerRef, ParentKind, WorkloadRef},
+        pod::PodFacts,
     },
     k8s::{
         endpoints::{slice_service_name, slice_workloads},
         external_workloads::{workload_addrs, workload_ips},
         lookups::ClusterLookups,
-        pods::{exposes_host_port, pod_ips, serves_pod_ip},
         services::cluster_ips,
     },
 };
@@ -71,8 +71,12 @@ pub struct ClusterState {
     /// a slice event must find (and leave) its previous Service even when
     /// its `kubernetes.io/service-name` label changed or it was deleted.
     slice_service: HashMap<ObjectName, ServiceId>,
-    /// Pods by (namespace, name), as the slices' targetRefs name them.
-    pods: HashMap<ObjectName, Arc<Pod>>,
+    /// Pods by (namespace, name), as the slices' targetRefs name them: the
+    /// facts the destination reads, not the objects (`core::pod`). `Arc`
+    /// because endpoints share them.
+    pods: HashMap<ObjectName, Arc<PodFacts>>,
+    /// The one copy of the strings pods repeat (namespaces, nodes, …).
+    strings: super::interner::Interner,
     /// ExternalWorkloads by (namespace, name), as the slices' targetRefs
     /// name them.
     external_workloads: HashMap<ObjectName, Arc<ExternalWorkload>>,
@@ -112,6 +116,7 @@ impl ClusterState {
             slices: HashMap::new(),
             slice_service: HashMap::new(),
             pods: HashMap::new(),
+            strings: super::interner::Interner::default(),
             external_workloads: HashMap::new(),
             workload_services: HashMap::new(),
             node_zones: HashMap::new(),
@@ -149,8 +154,8 @@ impl ClusterState {
             .flat_map(|slices| slices.values().map(Arc::as_ref))
     }
 
-    /// A pod, if stored.
-    pub fn pod(&self, namespace: &str, name: &str) -> Option<&Arc<Pod>> {
+    /// A pod's facts, if stored.
+    pub fn pod(&self, namespace: &str, name: &str) -> Option<&Arc<PodFacts>> {
         self.pods.get(&(namespace.to_string(), name.to_string()))
     }
 
@@ -210,24 +215,24 @@ impl ClusterState {
     }
 
     /// Pods on the pod network with this IP that are not finished or terminating.
-    pub fn pods_at(&self, ip: IpAddr) -> Vec<Arc<Pod>> {
+    pub fn pods_at(&self, ip: IpAddr) -> Vec<Arc<PodFacts>> {
         self.pods_by_ip
             .get(&ip)
             .into_iter()
             .flatten()
             .filter_map(|(ns, name)| self.pod(ns, name).cloned())
-            .filter(|pod| serves_pod_ip(pod))
+            .filter(|pod| pod.serves_pod_ip())
             .collect()
     }
 
     /// A pod exposing `addr` as a host port (the first by namespace and
     /// name, should two claim it). Only the pods of that host IP are read.
-    pub fn pod_by_host_port(&self, addr: SocketAddr) -> Option<Arc<Pod>> {
+    pub fn pod_by_host_port(&self, addr: SocketAddr) -> Option<Arc<PodFacts>> {
         let mut keys: Vec<&ObjectName> = self.pods_by_ip.get(&addr.ip())?.iter().collect();
         keys.sort();
         keys.into_iter()
             .filter_map(|(ns, name)| self.pod(ns, name))
-            .find(|pod| exposes_host_port(pod, addr))
+            .find(|pod| pod.exposes_host_port(addr))
             .cloned()
     }
 
@@ -302,9 +307,16 @@ impl ClusterState {
         }
     }
 
-    /// Stores (`Some`) or forgets (`None`) a pod.
-    pub fn apply_pod(&mut self, key: ObjectName, pod: Option<Pod>) -> Touched {
-        if pod.is_none() && !self.pods.contains_key(&key) {
+    /// Stores (`Some`) or forgets (`None`) a pod's facts. Facts equal to
+    /// the stored ones (an update of a field no answer reads, such as a
+    /// container's readiness: the slice says that) touch nothing.
+    pub fn apply_pod(&mut self, key: ObjectName, pod: Option<PodFacts>) -> Touched {
+        let unchanged = match (&pod, self.pods.get(&key)) {
+            (None, None) => true,
+            (Some(new), Some(old)) => **old == *new,
+            _ => false,
+        };
+        if unchanged {
             return Touched::default();
         }
         let profile_ips = self.store_pod(key.clone(), pod);
@@ -319,7 +331,7 @@ impl ClusterState {
     /// publisher is recomputed once.
     pub fn reset_pods(
         &mut self,
-        pods: Vec<(ObjectName, Pod)>,
+        pods: Vec<(ObjectName, PodFacts)>,
         removed: Vec<ObjectName>,
     ) -> Touched {
         let mut profile_ips = HashSet::new();
@@ -480,7 +492,7 @@ impl ClusterState {
             match &key {
                 WorkloadRef::Pod(ns, name) => {
                     if let Some(pod) = self.pod(ns, name) {
-                        touched.profile_ips.extend(pod_ips(pod));
+                        touched.profile_ips.extend(pod.ips());
                     }
                 }
                 WorkloadRef::External(ns, name) => {
@@ -502,8 +514,13 @@ impl ClusterState {
             .unwrap_or_default()
     }
 
-    fn index_pod_ips(&mut self, key: &ObjectName, pod: Option<&Pod>, add: bool) -> HashSet<IpAddr> {
-        let ips = pod.map(pod_ips).unwrap_or_default();
+    fn index_pod_ips(
+        &mut self,
+        key: &ObjectName,
+        pod: Option<&PodFacts>,
+        add: bool,
+    ) -> HashSet<IpAddr> {
+        let ips: HashSet<IpAddr> = pod.map(|p| p.ips().collect()).unwrap_or_default();
         for ip in &ips {
             if add {
                 self.pods_by_ip.entry(*ip).or_default().insert(key.clone());
@@ -518,10 +535,11 @@ impl ClusterState {
     }
 
     /// Stores a pod; returns the IPs whose endpoint profiles may change.
-    fn store_pod(&mut self, key: ObjectName, pod: Option<Pod>) -> HashSet<IpAddr> {
+    fn store_pod(&mut self, key: ObjectName, pod: Option<PodFacts>) -> HashSet<IpAddr> {
         let old = self.pods.remove(&key);
         let mut ips = self.index_pod_ips(&key, old.as_deref(), false);
         if let Some(pod) = pod {
+            let pod = self.strings.pod(pod);
             ips.extend(self.index_pod_ips(&key, Some(&pod), true));
             self.pods.insert(key, Arc::new(pod));
         }
@@ -616,7 +634,7 @@ impl ClusterState {
 }
 
 impl ClusterLookups for ClusterState {
-    fn pod(&self, namespace: &str, name: &str) -> Option<Arc<Pod>> {
+    fn pod(&self, namespace: &str, name: &str) -> Option<Arc<PodFacts>> {
         ClusterState::pod(self, namespace, name).cloned()
     }
 

@@ -21,7 +21,6 @@ use crate::{
     k8s::{
         endpoints::instance_target,
         external_workloads::external_workload_info,
-        pods::{is_running, pod_ip},
         profiles::profile_rules,
         services::{is_external_name, service_opaque_ports},
     },
@@ -262,7 +261,7 @@ fn resolve_instance(
     })?;
     let ip = target
         .and_then(|(ns, name)| cluster.pod(&ns, &name).cloned())
-        .and_then(|pod| pod_ip(&pod))
+        .and_then(|pod| pod.pod_ip())
         .ok_or_else(|| ProfileLookupError::InstanceWithoutPod {
             service: service.clone(),
             hostname: hostname.to_string(),
@@ -322,13 +321,13 @@ fn endpoint_profile_at(cluster: &ClusterState, addr: SocketAddr) -> Profile {
     let Some(pod) = pod else {
         return external_profile_at(cluster, addr);
     };
-    if !is_running(&pod) {
+    if !pod.is_running() {
         return proto_profile::bare_endpoint(addr, false);
     }
     workload_profile(
         cluster,
         addr,
-        Workload::Pod(Arc::new(PodInfo::from_pod(&pod, cluster))),
+        Workload::Pod(Arc::new(PodInfo::new(pod, cluster))),
     )
 }
 

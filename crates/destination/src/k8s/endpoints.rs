@@ -148,7 +148,7 @@ pub fn endpoints_from_slice(
                     );
                     continue;
                 };
-                let info = Arc::new(PodInfo::from_pod(&pod, lookups));
+                let info = Arc::new(PodInfo::new(pod, lookups));
                 let workload = WorkloadRef::Pod(pod_ns.into(), pod_name.into());
                 let opaque_by_server = lookups.server_opaque(&workload, port);
                 out.extend(ips.filter_map(|ip| {
@@ -214,7 +214,7 @@ pub fn translate_endpoints<'s>(
         for mut ep in endpoints_from_slice(service, slice, &target, requested_port, lookups) {
             match &mut ep.workload {
                 Workload::Pod(info) => {
-                    let key = (info.namespace.clone(), info.name.clone());
+                    let key = (info.namespace.to_string(), info.name.to_string());
                     share(&mut pods, key, info);
                 }
                 Workload::External(info) => {

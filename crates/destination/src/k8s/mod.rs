@@ -30,6 +30,7 @@ pub(crate) mod fixtures {
     use crate::core::authority::ServiceId;
     use crate::core::endpoint::EndpointMap;
     use crate::core::endpoint::{OwnerRef, ParentKind, WorkloadRef};
+    use crate::core::pod::PodFacts;
     use k8s_api::workload::ExternalWorkload;
     use k8s_openapi::api::core::v1::{Pod, Service};
     use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -171,10 +172,15 @@ pub(crate) mod fixtures {
         })
     }
 
+    /// The facts the index keeps of `pod`, decoded as the watch decodes it.
+    pub(crate) fn facts(pod: &Pod) -> PodFacts {
+        super::pods::PodObject::from(pod).facts
+    }
+
     /// Lookup answering from a fixed list of pods and ExternalWorkloads, with owner chains
     /// `ReplicaSet web-abc → Deployment web` and `Job batch-1 → CronJob batch`.
     pub(crate) struct Cache {
-        pub(crate) pods: Vec<Arc<Pod>>,
+        pub(crate) pods: Vec<Arc<PodFacts>>,
         pub(crate) external_workloads: Vec<Arc<ExternalWorkload>>,
         pub(crate) opaque_by_server: Option<u16>,
     }
@@ -182,7 +188,7 @@ pub(crate) mod fixtures {
     impl Cache {
         pub(crate) fn new(pods: impl IntoIterator<Item = Pod>) -> Self {
             Self {
-                pods: pods.into_iter().map(Arc::new).collect(),
+                pods: pods.into_iter().map(|p| Arc::new(facts(&p))).collect(),
                 external_workloads: Vec::new(),
                 opaque_by_server: None,
             }
@@ -200,13 +206,10 @@ pub(crate) mod fixtures {
     }
 
     impl ClusterLookups for Cache {
-        fn pod(&self, ns: &str, name: &str) -> Option<Arc<Pod>> {
+        fn pod(&self, ns: &str, name: &str) -> Option<Arc<PodFacts>> {
             self.pods
                 .iter()
-                .find(|p| {
-                    p.metadata.namespace.as_deref() == Some(ns)
-                        && p.metadata.name.as_deref() == Some(name)
-                })
+                .find(|p| &*p.namespace == ns && &*p.name == name)
                 .cloned()
         }
 

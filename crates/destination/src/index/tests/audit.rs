@@ -79,10 +79,9 @@ fn profiles_are_audited_too() {
     assert!(idx.audit().is_consistent());
     assert_eq!(idx.audit().profiles, 1);
     // The pod leaves without the profile publishers hearing of it.
-    let _ = idx.cluster.apply_pod(
-        crate::k8s::pods::pod_key(&pod("web-0", "10.0.0.1")).expect("key"),
-        None,
-    );
+    let _ = idx
+        .cluster
+        .apply_pod((NS.to_string(), "web-0".to_string()), None);
     let audit = idx.audit();
     assert_eq!(audit.profile_mismatches.len(), 1, "{audit:?}");
     assert_eq!(audit.profile_mismatches[0].key, key);

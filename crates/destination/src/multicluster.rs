@@ -35,7 +35,6 @@ use k8s_index::{Index, IndexMetrics, ObjectKey, switch::switching_watch};
 use k8s_openapi::api::{
     apps::v1::ReplicaSet,
     core::v1::{Node, Secret, Service},
-    discovery::v1::EndpointSlice,
 };
 use kube::{
     config::{KubeConfigOptions, Kubeconfig},
@@ -206,7 +205,7 @@ impl ClusterStore {
         let kind = |k: &str| format!("{name}/{k}");
         let watches = [
             switching_watch::<Service, _>(&kind("services"), clients.clone(), index.clone(), m),
-            switching_watch::<EndpointSlice, _>(
+            switching_watch::<crate::k8s::slices::SliceObject, _>(
                 &kind("endpointslices"),
                 clients.clone(),
                 index.clone(),

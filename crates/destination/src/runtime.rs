@@ -281,14 +281,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     // The ExternalWorkload EndpointSlice writer reads the same Service and
     // EndpointSlice watches as the index (teed), plus its own of workloads.
     let slice_writer = slice_writer(&args, &mut registry);
-    let (services, endpoint_slices, external_workloads) = match &slice_writer {
+    let (services, external_workloads) = match &slice_writer {
         Some((writer, _)) => (
             resources::services(
-                client.clone(),
-                Tee::shared(index.clone(), writer.state()),
-                &index_metrics,
-            ),
-            resources::endpoint_slices(
                 client.clone(),
                 Tee::shared(index.clone(), writer.state()),
                 &index_metrics,
@@ -301,14 +296,19 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         ),
         None => (
             resources::services(client.clone(), index.clone(), &index_metrics),
-            resources::endpoint_slices(client.clone(), index.clone(), &index_metrics),
             resources::external_workloads(client.clone(), index.clone(), &index_metrics),
         ),
     };
     let watches = [
         services,
-        endpoint_slices,
-        // Pods are decoded straight into the facts the index keeps.
+        // Slices and pods are decoded straight into the facts the index keeps.
+        k8s_index::WatchTask::new(
+            "endpointslices",
+            kube::Api::<crate::k8s::slices::SliceObject>::all(client.clone()),
+            resources::watch_config(),
+            index.clone(),
+            &index_metrics,
+        ),
         k8s_index::WatchTask::new(
             "pods",
             kube::Api::<crate::k8s::pods::PodObject>::all(client.clone()),
@@ -327,23 +327,41 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         resources::service_profiles(client.clone(), index.clone(), &index_metrics),
         external_workloads,
     ];
-    let mut caches = Vec::with_capacity(watches.len());
-    for watch in watches {
+    let mut caches = Vec::with_capacity(watches.len() + 1);
+    let register = |watch: k8s_index::WatchTask| {
         let name = format!("{} cache", watch.kind);
         let failing = watch.failing.clone();
         let synced = watch.spawn();
-        caches.push(synced.clone());
-        readiness.register_cache(name, synced, failing);
+        readiness.register_cache(name, synced.clone(), failing);
+        synced
+    };
+    for watch in watches {
+        caches.push(register(watch));
     }
     let mut writer_task = None;
     if let Some((writer, claimant)) = slice_writer {
-        // `caches` starts with the Service and EndpointSlice watches; the
-        // ExternalWorkload watch is the last (all three teed to the writer).
+        // The writer reads the slices it manages through a watch of its own
+        // (selected by their label: a few objects, not every slice of the
+        // cluster twice); the Services and ExternalWorkloads are teed.
+        let written = register(resources::endpoint_slices_labelled(
+            client.clone(),
+            "endpointslices (written)",
+            &format!(
+                "{}={}",
+                k8s_api::labels::ENDPOINT_SLICE_MANAGED_BY,
+                k8s_api::labels::EXTERNAL_WORKLOADS_CONTROLLER
+            ),
+            writer.state(),
+            &index_metrics,
+        ));
+        // `caches` starts with the Service watch; the ExternalWorkload
+        // watch is the last.
         let writer_synced = meridian_runtime::readiness::initial_sync(vec![
             caches[0].clone(),
-            caches[1].clone(),
+            written.clone(),
             caches[caches.len() - 1].clone(),
         ]);
+        caches.push(written);
         let params = external_workloads::lease_params(&args.controller_namespace, &claimant);
         writer_task = Some(tokio::spawn(writer.run(
             client.clone(),

@@ -1,7 +1,7 @@
 //! Values and pure rules of the destination, with no Kubernetes, gRPC or
 //! proxy-API types: what a request names ([`authority`], [`context_token`]),
 //! what an endpoint is ([`endpoint`]) and what is kept of a pod
-//! ([`pod`]), where a Service's endpoints come
+//! ([`pod`]) and of an EndpointSlice ([`slice`]), where a Service's endpoints come
 //! from ([`discovery`]), how a stream's view of a Service
 //! port is filtered ([`filter`]) and what a ServiceProfile says ([`profile`]).
 
@@ -12,6 +12,7 @@ pub mod endpoint;
 pub mod filter;
 pub mod pod;
 pub mod profile;
+pub mod slice;
 
 pub use authority::{ServiceId, Target};
 pub use filter::FilterKey;

@@ -13,7 +13,7 @@ use std::{
 };
 
 use k8s_api::{service_profile::ServiceProfile, workload::ExternalWorkload};
-use k8s_openapi::api::{core::v1::Service, discovery::v1::EndpointSlice};
+use k8s_openapi::api::core::v1::Service;
 
 use crate::{
     config::TranslatorConfig,
@@ -22,9 +22,10 @@ use crate::{
         authority::parse_service_name,
         endpoint::{OwnerRef, ParentKind, WorkloadRef},
         pod::PodFacts,
+        slice::SliceFacts,
     },
     k8s::{
-        endpoints::{slice_service_name, slice_workloads},
+        endpoints::slice_workloads,
         external_workloads::{workload_addrs, workload_ips},
         lookups::ClusterLookups,
         services::cluster_ips,
@@ -65,8 +66,9 @@ pub struct ClusterState {
     /// publishers are mutated.
     services: HashMap<ServiceId, Arc<Service>>,
     /// Slices by Service, then by slice name: a Service's slices are read
-    /// together and in a stable order (name), so a BTreeMap inside.
-    slices: HashMap<ServiceId, BTreeMap<String, Arc<EndpointSlice>>>,
+    /// together and in a stable order (name), so a BTreeMap inside. Their
+    /// facts only (`core::slice`), not the objects.
+    slices: HashMap<ServiceId, BTreeMap<String, SliceFacts>>,
     /// The Service each slice was filed under, by (namespace, slice name):
     /// a slice event must find (and leave) its previous Service even when
     /// its `kubernetes.io/service-name` label changed or it was deleted.
@@ -142,16 +144,16 @@ impl ClusterState {
     }
 
     /// The slices of a Service, by name.
-    pub fn slices_of(&self, service: &ServiceId) -> Option<&BTreeMap<String, Arc<EndpointSlice>>> {
+    pub fn slices_of(&self, service: &ServiceId) -> Option<&BTreeMap<String, SliceFacts>> {
         self.slices.get(service)
     }
 
     /// The slices of a Service.
-    pub fn service_slices(&self, service: &ServiceId) -> impl Iterator<Item = &EndpointSlice> {
+    pub fn service_slices(&self, service: &ServiceId) -> impl Iterator<Item = &SliceFacts> {
         self.slices
             .get(service)
             .into_iter()
-            .flat_map(|slices| slices.values().map(Arc::as_ref))
+            .flat_map(|slices| slices.values())
     }
 
     /// A pod's facts, if stored.
@@ -278,22 +280,38 @@ impl ClusterState {
         }
     }
 
-    /// Stores (or replaces) a slice named `(ns, name)`.
-    pub fn apply_slice(&mut self, ns: String, name: String, slice: EndpointSlice) -> Touched {
-        let mut touched = Touched::default();
-        touched.services.extend(self.remove_slice(&ns, &name));
-        let service = slice_service_name(&slice).map(|svc| ServiceId {
+    /// Stores (or replaces) a slice named `(ns, name)`. The same facts
+    /// again (a slice rewritten with nothing the index reads changed) touch
+    /// nothing.
+    pub fn apply_slice(&mut self, ns: String, name: String, slice: SliceFacts) -> Touched {
+        let service = slice.service.as_deref().map(|svc| ServiceId {
             namespace: ns.clone(),
             name: svc.to_string(),
         });
+        let key = (ns, name);
+        let unchanged = service.as_ref().is_some_and(|service| {
+            self.slice_service.get(&key) == Some(service)
+                && self
+                    .slices
+                    .get(service)
+                    .and_then(|slices| slices.get(&key.1))
+                    == Some(&slice)
+        });
+        if unchanged {
+            return Touched::default();
+        }
+        let (ns, name) = key;
+        let mut touched = Touched::default();
+        touched.services.extend(self.remove_slice(&ns, &name));
         if let Some(service) = service {
+            let slice = self.strings.slice(slice);
             self.track_slice_workloads(&service, &slice, true);
             self.slice_service
                 .insert((ns, name.clone()), service.clone());
             self.slices
                 .entry(service.clone())
                 .or_default()
-                .insert(name, Arc::new(slice));
+                .insert(name, slice);
             touched.services.insert(service);
         }
         touched
@@ -596,7 +614,7 @@ impl ClusterState {
         }
     }
 
-    fn track_slice_workloads(&mut self, service: &ServiceId, slice: &EndpointSlice, add: bool) {
+    fn track_slice_workloads(&mut self, service: &ServiceId, slice: &SliceFacts, add: bool) {
         for workload in slice_workloads(slice) {
             let entry = self.workload_services.entry(workload.clone()).or_default();
             let count = entry.entry(service.clone()).or_insert(0);

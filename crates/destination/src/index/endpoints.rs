@@ -275,16 +275,10 @@ fn port_inputs(cluster: &ClusterState, service: &ServiceId, port: u16) -> PortIn
     };
     let no_slices = std::collections::BTreeMap::new();
     let slices = cluster.slices_of(service).unwrap_or(&no_slices);
-    let endpoints = translate_endpoints(
-        service,
-        Some(svc),
-        port,
-        slices.values().map(Arc::as_ref),
-        cluster,
-    );
+    let endpoints = translate_endpoints(service, Some(svc), port, slices.values(), cluster);
     PortInputs {
         endpoints: Some(endpoints),
-        labels: set_labels(service, slices.values().map(Arc::as_ref)),
+        labels: set_labels(service, slices.values()),
         local_traffic_policy: internal_traffic_policy_local(svc),
     }
 }

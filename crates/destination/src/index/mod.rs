@@ -36,6 +36,7 @@ use crate::{
     k8s::{
         pods::{PodObject, namespaced_name, node_zone, sole_owner},
         services::service_key,
+        slices::SliceObject,
     },
     proto::profile::ProfileState,
 };
@@ -259,12 +260,12 @@ impl Index<Service> for EndpointsIndex {
     }
 }
 
-impl Index<EndpointSlice> for EndpointsIndex {
-    fn apply(&mut self, slice: EndpointSlice) {
+impl Index<SliceObject> for EndpointsIndex {
+    fn apply(&mut self, slice: SliceObject) {
         let Some((ns, name)) = namespaced_name(&slice) else {
             return;
         };
-        let touched = self.cluster.apply_slice(ns, name, slice);
+        let touched = self.cluster.apply_slice(ns, name, slice.facts);
         self.refresh(touched);
     }
 
@@ -272,6 +273,18 @@ impl Index<EndpointSlice> for EndpointsIndex {
         let ns = key.namespace.unwrap_or_default();
         let touched = self.cluster.delete_slice(&ns, &key.name);
         self.refresh(touched);
+    }
+}
+
+/// A `k8s-openapi` `EndpointSlice` is decoded as the watch decodes one
+/// (tests, and callers holding full objects).
+impl Index<EndpointSlice> for EndpointsIndex {
+    fn apply(&mut self, slice: EndpointSlice) {
+        Index::<SliceObject>::apply(self, SliceObject::from(&slice));
+    }
+
+    fn delete(&mut self, key: ObjectKey) {
+        Index::<SliceObject>::delete(self, key);
     }
 }
 

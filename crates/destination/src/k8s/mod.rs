@@ -1,6 +1,8 @@
 //! Kubernetes objects → core values, as pure functions: the only place that
-//! reads Kubernetes fields. [`endpoints`] turns slices into endpoints,
-//! [`pods`] reads pod facts and owners, [`external_workloads`] the facts
+//! reads Kubernetes fields. [`pods`] and [`slices`] decode pods and
+//! EndpointSlices straight from the API's JSON into the facts the index
+//! keeps ([`json`] is what their decoders share), [`endpoints`] turns slice
+//! facts into endpoints, [`pods`] also reads owners, [`external_workloads`] the facts
 //! of ExternalWorkloads, [`services`] reads Service ports,
 //! [`profiles`] reads ServiceProfiles, [`multicluster`] how a Service is
 //! discovered and linked clusters' Secrets;
@@ -8,11 +10,13 @@
 
 pub mod endpoints;
 pub mod external_workloads;
+mod json;
 pub mod lookups;
 pub mod multicluster;
 pub mod pods;
 pub mod profiles;
 pub mod services;
+pub mod slices;
 
 #[cfg(test)]
 mod external_workload_tests;
@@ -201,7 +205,8 @@ pub(crate) mod fixtures {
             port: u16,
             slices: &[EndpointSlice],
         ) -> EndpointMap {
-            translate_endpoints(&svc_id(), svc, port, slices, self)
+            let facts: Vec<_> = slices.iter().map(super::slices::slice_facts).collect();
+            translate_endpoints(&svc_id(), svc, port, &facts, self)
         }
     }
 

@@ -12,6 +12,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use serde::{Deserialize, Deserializer, de::IgnoredAny};
 
+use super::json::{Kept, read_keys};
+
 use super::lookups::ClusterLookups;
 use crate::core::{
     endpoint::{OwnerLabel, OwnerRef, ParentKind, PodInfo, ProxyPortError, ProxyPorts},
@@ -236,17 +238,6 @@ struct PodIpJson {
     ip: String,
 }
 
-/// The values of the label or annotation keys read, in the order of the
-/// key list; every other key is skipped without being kept.
-#[derive(Default)]
-struct Kept(Vec<Option<String>>);
-
-impl Kept {
-    fn get(&self, i: usize) -> Option<&str> {
-        self.0.get(i).and_then(|v| v.as_deref())
-    }
-}
-
 /// Label keys read: `linkerd.io/control-plane-ns`, `pod-template-hash`.
 const LABELS: [&str; 2] = [labels::CONTROL_PLANE_NS, labels::POD_TEMPLATE_HASH];
 /// Annotation keys read: opaque ports, skip-inbound ports.
@@ -258,41 +249,6 @@ fn read_labels<'de, D: Deserializer<'de>>(d: D) -> Result<Kept, D::Error> {
 
 fn read_annotations<'de, D: Deserializer<'de>>(d: D) -> Result<Kept, D::Error> {
     read_keys(d, &ANNOTATIONS)
-}
-
-fn read_keys<'de, D: Deserializer<'de>>(
-    d: D,
-    keys: &'static [&'static str],
-) -> Result<Kept, D::Error> {
-    struct Visitor(&'static [&'static str]);
-    impl<'de> serde::de::Visitor<'de> for Visitor {
-        type Value = Kept;
-        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("a map of strings")
-        }
-        fn visit_unit<E>(self) -> Result<Kept, E> {
-            Ok(Kept::default())
-        }
-        fn visit_none<E>(self) -> Result<Kept, E> {
-            Ok(Kept::default())
-        }
-        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Kept, D::Error> {
-            d.deserialize_map(self)
-        }
-        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Kept, A::Error> {
-            let mut kept = vec![None; self.0.len()];
-            while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-                match self.0.iter().position(|k| *k == key) {
-                    Some(i) => kept[i] = map.next_value::<Option<String>>()?,
-                    None => {
-                        map.next_value::<IgnoredAny>()?;
-                    }
-                }
-            }
-            Ok(Kept(kept))
-        }
-    }
-    d.deserialize_option(Visitor(keys))
 }
 
 impl PodJson {

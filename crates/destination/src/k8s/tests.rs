@@ -634,7 +634,7 @@ fn gateway_endpoints() {
         HashMap::from([("zone_locality".to_string(), "unknown".to_string())])
     );
 
-    let set_labels = set_labels(&svc_id(), [&s]);
+    let set_labels = set_labels(&svc_id(), [&super::slices::slice_facts(&s)]);
     assert_eq!(set_labels.get("service").map(String::as_str), Some("web"));
     assert_eq!(set_labels.get("namespace").map(String::as_str), Some("ns"));
     assert_eq!(
@@ -671,7 +671,7 @@ fn gateway_endpoints() {
 fn plain_set_labels() {
     let s = slice("IPv4", json!([]), json!([]));
     assert_eq!(
-        set_labels(&svc_id(), [&s]),
+        set_labels(&svc_id(), [&super::slices::slice_facts(&s)]),
         HashMap::from([
             ("service".to_string(), "web".to_string()),
             ("namespace".to_string(), "ns".to_string())
@@ -813,4 +813,65 @@ fn pods_decode_into_their_facts() {
     assert_eq!(f.ips().count(), 3, "two pod IPs and the host IP");
     assert!(f.exposes_host_port("192.168.0.1:30080".parse().expect("addr")));
     assert!(!f.exposes_host_port("192.168.0.1:8080".parse().expect("addr")));
+}
+
+/// A slice is decoded straight from JSON into the facts translation reads.
+#[test]
+fn slices_decode_into_their_facts() {
+    use crate::core::slice::SliceTarget;
+    let slice: super::slices::SliceObject = from_json(json!({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "addressType": "IPv4",
+        "metadata": {
+            "name": "web-abc", "namespace": "ns", "resourceVersion": "7",
+            "labels": {"kubernetes.io/service-name": "web", "endpointslice.kubernetes.io/managed-by": "x"},
+            "managedFields": [{"manager": "kcm"}]
+        },
+        "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}, {"port": 70000}],
+        "endpoints": [
+            {"addresses": ["10.0.0.1", "not-an-ip"], "conditions": {"ready": false, "serving": true},
+             "hostname": "web-0", "zone": "z1", "nodeName": "node-1",
+             "hints": {"forZones": [{"name": "z2"}, {"name": "z1"}, {"name": "z2"}]},
+             "targetRef": {"kind": "Pod", "name": "web-0", "uid": "u"}},
+            {"addresses": ["10.0.0.2"], "targetRef": {"kind": "ExternalWorkload", "name": "vm"}},
+            {"addresses": ["10.0.0.3"], "targetRef": {"kind": "Node", "name": "n"}},
+            {"addresses": ["10.0.0.4"], "hostname": ""}
+        ]
+    }));
+    assert_eq!(
+        kube::Resource::meta(&slice).name.as_deref(),
+        Some("web-abc")
+    );
+    let f = slice.facts;
+    assert_eq!((&*f.namespace, f.service.as_deref()), ("ns", Some("web")));
+    assert!(f.mirror.is_none());
+    let ports = f.ports.as_deref().expect("ports");
+    assert_eq!(
+        ports.iter().map(|p| (&*p.name, p.port)).collect::<Vec<_>>(),
+        [("http", Some(8080)), ("", None)]
+    );
+    let [pod, ew, node, bare] = &f.endpoints[..] else {
+        panic!("four endpoints: {:?}", f.endpoints);
+    };
+    assert_eq!(
+        pod.addresses.len(),
+        1,
+        "the address that is not an IP is skipped"
+    );
+    assert_eq!(pod.ready, Some(false));
+    assert_eq!(pod.hostname.as_deref(), Some("web-0"));
+    assert_eq!(pod.zone.as_deref(), Some("z1"));
+    assert_eq!(
+        pod.for_zones
+            .as_deref()
+            .map(|z| z.iter().map(|z| &**z).collect::<Vec<_>>()),
+        Some(vec!["z1", "z2"])
+    );
+    assert_eq!(
+        pod.target.as_ref().and_then(|t| t.pod("ns")),
+        Some(("ns", "web-0"))
+    );
+    assert!(matches!(&ew.target, Some(SliceTarget::ExternalWorkload { name }) if &**name == "vm"));
+    assert!(matches!(&node.target, Some(SliceTarget::Other { kind, .. }) if &**kind == "Node"));
+    assert_eq!((bare.hostname.as_deref(), bare.ready), (None, None));
 }

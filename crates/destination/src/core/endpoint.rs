@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use super::pod::PodFacts;
+pub use super::pod::{OwnerRef, PodFacts, ProxyPortError, ProxyPorts};
 use crate::config::TranslatorConfig;
 use k8s_api::ports::PortRanges;
 
@@ -108,15 +108,6 @@ pub enum ParentKind {
     Job,
 }
 
-/// An owner reference reduced to what the labels need.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct OwnerRef {
-    /// Kind as written in the reference (e.g. `Deployment`).
-    pub kind: String,
-    /// Name of the owner.
-    pub name: String,
-}
-
 /// The single owner metrics label of a pod: `<key>: <name>`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct OwnerLabel {
@@ -139,39 +130,6 @@ impl OwnerLabel {
             name: name.to_string(),
         }
     }
-}
-
-/// Why a proxy port could not be read from the pod spec.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum ProxyPortError {
-    /// No `linkerd-proxy` container (or init container).
-    #[error("no linkerd-proxy container in the pod spec")]
-    NoProxyContainer,
-    /// The env var is absent from the proxy container.
-    #[error("{env} is not set on the linkerd-proxy container")]
-    Missing {
-        /// Env var name.
-        env: &'static str,
-    },
-    /// The env var is not `ip:port` with a non-zero port.
-    #[error("{env}={value:?} on the linkerd-proxy container is not an ip:port")]
-    Unparsable {
-        /// Env var name.
-        env: &'static str,
-        /// Its value.
-        value: String,
-    },
-}
-
-/// The proxy's listen ports, read from the `linkerd-proxy` container env.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ProxyPorts {
-    /// `LINKERD2_PROXY_INBOUND_LISTEN_ADDR`.
-    pub inbound: Result<u16, ProxyPortError>,
-    /// `LINKERD2_PROXY_ADMIN_LISTEN_ADDR`.
-    pub admin: Result<u16, ProxyPortError>,
-    /// `LINKERD2_PROXY_CONTROL_LISTEN_ADDR`.
-    pub control: Result<u16, ProxyPortError>,
 }
 
 /// Everything about a pod that feeds its `WeightedAddr` or filtering: its

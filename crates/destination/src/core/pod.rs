@@ -11,8 +11,6 @@ use std::{
 
 use k8s_api::ports::PortRanges;
 
-use super::endpoint::{OwnerRef, ProxyPorts};
-
 /// `status.phase`, as far as the destination tells phases apart.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum PodPhase {
@@ -93,4 +91,46 @@ impl PodFacts {
     pub fn exposes_host_port(&self, addr: SocketAddr) -> bool {
         self.host_ip == Some(addr.ip()) && self.host_ports.contains(&addr.port())
     }
+}
+
+/// An owner reference reduced to what the labels need.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct OwnerRef {
+    /// Kind as written in the reference (e.g. `Deployment`).
+    pub kind: String,
+    /// Name of the owner.
+    pub name: String,
+}
+
+/// Why a proxy port could not be read from the pod spec.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ProxyPortError {
+    /// No `linkerd-proxy` container (or init container).
+    #[error("no linkerd-proxy container in the pod spec")]
+    NoProxyContainer,
+    /// The env var is absent from the proxy container.
+    #[error("{env} is not set on the linkerd-proxy container")]
+    Missing {
+        /// Env var name.
+        env: &'static str,
+    },
+    /// The env var is not `ip:port` with a non-zero port.
+    #[error("{env}={value:?} on the linkerd-proxy container is not an ip:port")]
+    Unparsable {
+        /// Env var name.
+        env: &'static str,
+        /// Its value.
+        value: String,
+    },
+}
+
+/// The proxy's listen ports, read from the `linkerd-proxy` container env.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProxyPorts {
+    /// `LINKERD2_PROXY_INBOUND_LISTEN_ADDR`.
+    pub inbound: Result<u16, ProxyPortError>,
+    /// `LINKERD2_PROXY_ADMIN_LISTEN_ADDR`.
+    pub admin: Result<u16, ProxyPortError>,
+    /// `LINKERD2_PROXY_CONTROL_LISTEN_ADDR`.
+    pub control: Result<u16, ProxyPortError>,
 }

@@ -192,6 +192,20 @@ impl Args {
     }
 }
 
+/// The methods of the gRPC server, for its `grpc_server_*` metrics.
+const GRPC_METHODS: &[grpc_stream::metrics::Method] = &[
+    (
+        "io.linkerd.proxy.destination.Destination",
+        "Get",
+        grpc_stream::metrics::RpcType::ServerStream,
+    ),
+    (
+        "io.linkerd.proxy.destination.Destination",
+        "GetProfile",
+        grpc_stream::metrics::RpcType::ServerStream,
+    ),
+];
+
 /// How long a request waits for the first sync before `Unavailable` (which
 /// proxies retry with a backoff).
 const SYNC_WAIT: Duration = Duration::from_secs(10);
@@ -236,13 +250,21 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     }
     let config = Arc::new(args.translator_config().context("invalid flags")?);
     let shutdown = Shutdown::on_signals().context("installing signal handlers")?;
+    let mut registry = Registry::default();
+    meridian_runtime::process_metrics::register(&mut registry);
+    // The Kubernetes client's requests, as the original's `client="k8s"`.
+    let client_metrics =
+        meridian_runtime::http_client_metrics::HttpClientMetrics::register(&mut registry, "k8s");
     let client = args
         .kube
-        .client()
+        .instrumented_client(Some(&client_metrics))
         .await
         .context("connecting to Kubernetes")?;
-
-    let mut registry = Registry::default();
+    let grpc_metrics = grpc_stream::metrics::GrpcServerMetrics::register(
+        &mut registry,
+        grpc_stream::metrics::CodeNames::Go,
+        GRPC_METHODS,
+    );
     let index_metrics = IndexMetrics::register(&mut registry);
     let metrics = DestinationMetrics::register(&mut registry);
     let link_metrics = crate::policy_link::LinkMetrics::register(&mut registry);
@@ -390,6 +412,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .with_clusters(clusters);
     // Streams per connection, request sizes, keepalive: one place for both servers.
     let grpc = grpc_stream::server::builder(&args.grpc_limits)
+        // The original's `grpc_server_*` metrics, refusals included.
+        .layer(grpc_metrics.layer())
         // Nothing is answered from an index that has not synced once.
         .layer(grpc_stream::SyncGateLayer::new(
             synced,

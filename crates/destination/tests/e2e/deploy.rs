@@ -1,8 +1,9 @@
 //! `destination` started as `deploy/` starts it: the container's exact
 //! arguments (the Linkerd chart's Go-style flags), authenticated as the
 //! pod's own ServiceAccount with only the RBAC of `deploy/base/rbac.yaml`.
-//! It must become ready (every watch synced); under an account without
-//! those roles it must not.
+//! It must become ready (every watch synced) and export what Linkerd's
+//! dashboards read; under an account without those roles it must not
+//! become ready.
 
 use std::{
     process::{Command, Stdio},
@@ -34,6 +35,28 @@ async fn starts_from_the_deploy_args_with_its_service_account() {
     let dst = ServerProcess::start(program.as_ref(), &line, admin).await;
     let (status, body) = dst.admin_get("/ping").await;
     assert_eq!((status, body.as_str()), (200, "pong\n"));
+    // What Linkerd's dashboards read, under the original's names: the
+    // process series, and the gRPC server's (created for each method at
+    // start, as go-grpc-prometheus does).
+    let (_, metrics) = dst.admin_get("/metrics").await;
+    let wanted = [
+        test_support::dashboards::PROCESS,
+        test_support::dashboards::GRPC_SERVER,
+        test_support::dashboards::HTTP_CLIENT,
+    ]
+    .concat();
+    let missing = test_support::dashboards::missing(&metrics, &wanted);
+    assert!(missing.is_empty(), "missing {missing:?} in\n{metrics}");
+    assert!(
+        metrics.contains(
+            "grpc_server_handled_total{grpc_service=\"io.linkerd.proxy.destination.Destination\",grpc_method=\"GetProfile\",grpc_type=\"server_stream\",grpc_code=\"Canceled\"} 0"
+        ),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("http_client_requests_total{client=\"k8s\",code=\"200\",method=\"get\"}"),
+        "{metrics}"
+    );
     drop(dst);
 
     // An account without those roles.

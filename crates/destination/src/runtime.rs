@@ -70,9 +70,11 @@ pub struct Args {
     #[arg(long, action = ArgAction::Set, default_value_t = true)]
     pub enable_h2_upgrade: bool,
 
-    /// Run the leader-elected writer of EndpointSlices for Services
-    /// selecting ExternalWorkloads (as the original does when slices are
-    /// enabled). Meridian reads EndpointSlices either way.
+    /// The chart's `enableEndpointSlices`. Meridian serves from
+    /// EndpointSlices only (and runs the leader-elected writer of
+    /// EndpointSlices for Services selecting ExternalWorkloads, as the
+    /// original does with slices enabled): `false` is refused at start
+    /// ([`ENDPOINTS_UNSUPPORTED`]).
     #[arg(long, action = ArgAction::Set, default_value_t = true)]
     pub enable_endpoint_slices: bool,
 
@@ -219,12 +221,23 @@ const WRITER_STOP_GRACE: Duration = Duration::from_secs(10);
 /// before the server's own graceful shutdown starts.
 const STREAM_DRAIN_GRACE: Duration = Duration::from_secs(5);
 
+/// Why `-enable-endpoint-slices=false` is refused. The Linkerd 2.20 chart
+/// renders it for `enableEndpointSlices: false`, and then grants the
+/// destination no access to EndpointSlices at all (its ClusterRole lists
+/// `discovery.k8s.io/endpointslices` only when the value is true): the
+/// original reads v1 Endpoints instead. Meridian reads EndpointSlices only
+/// (v1 Endpoints are deprecated since Kubernetes 1.33 and carry no
+/// topology, dual-stack or terminating state), so it would wait for a
+/// watch it may never run; it says so and exits instead.
+pub const ENDPOINTS_UNSUPPORTED: &str = "-enable-endpoint-slices=false (the Linkerd chart's \
+    `enableEndpointSlices: false`) is not supported: Meridian serves from \
+    discovery.k8s.io/v1 EndpointSlices only and does not read v1 Endpoints, and with \
+    this value the chart grants the linkerd-destination ServiceAccount no access to \
+    EndpointSlices. Set `enableEndpointSlices: true` (the chart's default) to run Meridian";
+
 /// The EndpointSlice writer and its Lease claimant (`HOSTNAME`, the pod
-/// name), if `--enable-endpoint-slices` asks for it and `HOSTNAME` is set.
+/// name), if `HOSTNAME` is set.
 fn slice_writer(args: &Args, registry: &mut Registry) -> Option<(SliceWriter, String)> {
-    if !args.enable_endpoint_slices {
-        return None;
-    }
     let Some(claimant) = std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()) else {
         tracing::error!(
             "HOSTNAME is not set: not running the ExternalWorkload EndpointSlice writer \
@@ -240,13 +253,7 @@ fn slice_writer(args: &Args, registry: &mut Registry) -> Option<(SliceWriter, St
 /// Runs the destination until SIGTERM/SIGINT.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     if !args.enable_endpoint_slices {
-        // The chart passes its `enableEndpointSlices` value; Endpoints are
-        // deprecated and Meridian reads EndpointSlices only.
-        tracing::warn!(
-            "-enable-endpoint-slices=false: Meridian still reads EndpointSlices only \
-             (its ServiceAccount needs list/watch on discovery.k8s.io/endpointslices); \
-             the ExternalWorkload EndpointSlice writer is off"
-        );
+        anyhow::bail!(ENDPOINTS_UNSUPPORTED);
     }
     let config = Arc::new(args.translator_config().context("invalid flags")?);
     let shutdown = Shutdown::on_signals().context("installing signal handlers")?;

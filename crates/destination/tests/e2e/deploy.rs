@@ -89,3 +89,31 @@ async fn starts_from_the_deploy_args_with_its_service_account() {
     assert_eq!(status, 503);
     assert!(body.contains("cache"), "{body}");
 }
+
+/// The chart's `enableEndpointSlices: false` renders
+/// `-enable-endpoint-slices=false` (and no EndpointSlice RBAC): the
+/// destination refuses to start, naming the chart value, instead of waiting
+/// forever for a watch it cannot run.
+#[test]
+fn refuses_the_charts_enable_endpoint_slices_false() {
+    let mut line = destination_pod_command("destination");
+    line.retain(|a| !a.starts_with("-enable-endpoint-slices"));
+    line.push("-enable-endpoint-slices=false".into());
+    line.extend([
+        format!("-addr={}", free_addr()),
+        format!("-metrics-addr={}", free_addr()),
+        "-kubeconfig=/nonexistent".into(),
+    ]);
+    let out = Command::new(env!("CARGO_BIN_EXE_destination"))
+        .args(&line)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run destination");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("`enableEndpointSlices: false`) is not supported")
+            && stderr.contains("Set `enableEndpointSlices: true`"),
+        "{stderr}"
+    );
+}

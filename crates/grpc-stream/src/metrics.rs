@@ -523,6 +523,30 @@ mod tests {
         }
     }
 
+    type TestService = GrpcMetricsService<
+        tower::util::ServiceFn<
+            fn(
+                http::Request<()>,
+            ) -> std::future::Ready<
+                Result<http::Response<tonic::body::Body>, std::convert::Infallible>,
+            >,
+        >,
+    >;
+
+    /// Calls `path` on `svc`.
+    async fn respond(svc: &mut TestService, path: &str) -> http::Response<tonic::body::Body> {
+        let request = http::Request::builder()
+            .uri(path)
+            .body(())
+            .expect("request");
+        svc.ready()
+            .await
+            .expect("ready")
+            .call(request)
+            .await
+            .expect("infallible")
+    }
+
     #[tokio::test]
     async fn go_style_counts_calls_and_creates_every_series() {
         let mut registry = Registry::default();
@@ -537,48 +561,24 @@ mod tests {
         let mut svc = metrics
             .layer()
             .layer(tower::service_fn(server as fn(_) -> _));
-        let request = |path: &str| {
-            http::Request::builder()
-                .uri(path)
-                .body(())
-                .expect("request")
-        };
         // A stream read to its end: two messages, OK.
-        let response = svc
-            .ready()
+        respond(&mut svc, "/demo.Svc/Watch")
             .await
-            .expect("ready")
-            .call(request("/demo.Svc/Watch"))
+            .into_body()
+            .collect()
             .await
-            .expect("ok");
-        response.into_body().collect().await.expect("body");
+            .expect("body");
         // A unary call refused at once.
-        let response = svc
-            .ready()
+        respond(&mut svc, "/demo.Svc/Get")
             .await
-            .expect("ready")
-            .call(request("/demo.Svc/Get"))
+            .into_body()
+            .collect()
             .await
-            .expect("ok");
-        response.into_body().collect().await.expect("body");
+            .expect("body");
         // A stream the client drops before its end.
-        let response = svc
-            .ready()
-            .await
-            .expect("ready")
-            .call(request("/demo.Svc/Watch"))
-            .await
-            .expect("ok");
-        drop(response);
+        drop(respond(&mut svc, "/demo.Svc/Watch").await);
         // Not a method of this server: not counted.
-        let response = svc
-            .ready()
-            .await
-            .expect("ready")
-            .call(request("/other.Svc/X"))
-            .await
-            .expect("ok");
-        drop(response);
+        drop(respond(&mut svc, "/other.Svc/X").await);
         let text = scrape(&registry);
         let watch = "grpc_service=\"demo.Svc\",grpc_method=\"Watch\",grpc_type=\"server_stream\"";
         let get = "grpc_service=\"demo.Svc\",grpc_method=\"Get\",grpc_type=\"unary\"";
@@ -610,19 +610,8 @@ mod tests {
         let mut svc = metrics
             .layer()
             .layer(tower::service_fn(server as fn(_) -> _));
-        let request = http::Request::builder()
-            .uri("/demo.Svc/Get")
-            .body(())
-            .expect("request");
-        let response = svc
-            .ready()
-            .await
-            .expect("ready")
-            .call(request)
-            .await
-            .expect("ok");
         // A trailers-only answer whose empty body is never read.
-        drop(response);
+        drop(respond(&mut svc, "/demo.Svc/Get").await);
         let text = scrape(&registry);
         let get = "grpc_service=\"demo.Svc\",grpc_method=\"Get\",grpc_type=\"unary\"";
         for line in [

@@ -141,12 +141,12 @@ fn post_render(
         cmd.env("MERIDIAN_IMAGE", image);
     }
     let mut child = cmd.spawn().expect("running the post-renderer");
-    child
+    // (A refusal exits before reading: the pipe may close under us.)
+    let _ = child
         .stdin
         .take()
         .expect("stdin")
-        .write_all(input.as_bytes())
-        .expect("writing manifests");
+        .write_all(input.as_bytes());
     let out = child.wait_with_output().expect("post-renderer output");
     (
         out.status.success(),
@@ -155,8 +155,9 @@ fn post_render(
     )
 }
 
-fn revision(cluster: &SharedCluster, ns: &str) -> Option<String> {
-    let d = kubectl_json(
+/// The live `linkerd-destination` of namespace `ns`.
+fn destination(cluster: &SharedCluster, ns: &str) -> Value {
+    kubectl_json(
         cluster,
         &[
             "get",
@@ -168,7 +169,11 @@ fn revision(cluster: &SharedCluster, ns: &str) -> Option<String> {
             "json",
         ],
         None,
-    );
+    )
+}
+
+fn revision(cluster: &SharedCluster, ns: &str) -> Option<String> {
+    let d = destination(cluster, ns);
     d["metadata"]["annotations"]["deployment.kubernetes.io/revision"]
         .as_str()
         .map(str::to_string)
@@ -337,19 +342,7 @@ async fn the_swap_changes_three_images_and_rolls_back() {
         None,
     );
     assert!(ok, "rollout undo: {out}");
-    let undone = kubectl_json(
-        cluster,
-        &[
-            "get",
-            "deployment",
-            "linkerd-destination",
-            "-n",
-            ns,
-            "-o",
-            "json",
-        ],
-        None,
-    );
+    let undone = destination(cluster, ns);
     for name in CONTROLLERS {
         assert_eq!(image(&undone, name), linkerd_image, "{name}");
     }

@@ -232,6 +232,15 @@ fn service(name: &str, cluster_ip: &str) -> Service {
     .expect("service")
 }
 
+/// The parents of the status patch of `kind`.
+fn parents_of(patches: &[StatusPatch], kind: RouteKind) -> Vec<RouteParentStatus> {
+    patches
+        .iter()
+        .find(|p| p.kind == kind)
+        .map(|p| p.status.parents.clone())
+        .expect("a patch")
+}
+
 fn gateway_route(kind: &str, name: &str, parents: Value, backends: Value, status: Value) -> Value {
     json!({
         "apiVersion": "gateway.networking.k8s.io/v1", "kind": kind,
@@ -401,13 +410,7 @@ fn a_grpc_route_on_the_same_server_conflicts_http_routes() {
     .expect("grpc route");
     index.apply(grpc);
     let patches = index.patches(&now);
-    let status = |kind| {
-        patches
-            .iter()
-            .find(|p| p.kind == kind)
-            .map(|p| p.status.parents.clone())
-            .expect("a patch")
-    };
+    let status = |kind| parents_of(&patches, kind);
     assert_eq!(
         status(RouteKind::Grpc),
         vec![ours("web", "True", ACCEPTED, &now)]
@@ -446,13 +449,7 @@ fn routes_the_indexes_cannot_serve_say_why() {
     .expect("route");
     index.apply(on_server_port);
     let patches = index.patches(&now);
-    let status = |kind| {
-        patches
-            .iter()
-            .find(|p| p.kind == kind)
-            .map(|p| p.status.parents.clone())
-            .expect("a patch")
-    };
+    let status = |kind| parents_of(&patches, kind);
     let accepted = |parents: &[RouteParentStatus]| {
         let c = &parents[0].conditions[0];
         (
@@ -490,12 +487,8 @@ fn routes_the_indexes_cannot_serve_say_why() {
     ))
     .expect("route");
     index.apply(plain);
-    let patches = index.patches(&now);
-    let http = patches
-        .iter()
-        .find(|p| p.kind == RouteKind::GatewayHttp)
-        .expect("a patch");
-    assert_eq!(http.status.parents[0].conditions[0].reason, ACCEPTED);
+    let parents = parents_of(&index.patches(&now), RouteKind::GatewayHttp);
+    assert_eq!(parents[0].conditions[0].reason, ACCEPTED);
 }
 
 #[path = "policies_tests.rs"]

@@ -8,7 +8,7 @@
 //! The policy kinds are checked with the index's own conversions, less the
 //! rules the original applies in its index only (a ServerAuthorization or
 //! MeshTLSAuthentication that authorizes no client is admitted). Routes
-//! are checked by [`route_rules`] for exactly what the original checks
+//! are checked by `route_rules` for exactly what the original checks
 //! (matches, header modifiers, redirects, backend and parent ports,
 //! annotations, a policy HTTPRoute's timeouts): a route the Gateway API
 //! allows but Meridian cannot serve (a `RequestMirror` filter, a Server
@@ -132,7 +132,7 @@ impl PolicyValidator {
 }
 
 /// Checks one Gateway API route of `kind` in `ns` for what the original
-/// checks ([`route_rules`]). A route that does not parse (as the
+/// checks (`route_rules`). A route that does not parse (as the
 /// original's types read it) is admitted: `Ok(false)`, logged.
 pub fn check_gateway(kind: &str, ns: &str, object: &serde_json::Value) -> Result<bool, Rejection> {
     let is = |k: &str| kind.eq_ignore_ascii_case(k);

@@ -70,9 +70,11 @@ pub struct Args {
     #[arg(long, action = ArgAction::Set, default_value_t = true)]
     pub enable_h2_upgrade: bool,
 
-    /// Run the leader-elected writer of EndpointSlices for Services
-    /// selecting ExternalWorkloads (as the original does when slices are
-    /// enabled). Meridian reads EndpointSlices either way.
+    /// The chart's `enableEndpointSlices`. Meridian serves from
+    /// EndpointSlices only (and runs the leader-elected writer of
+    /// EndpointSlices for Services selecting ExternalWorkloads, as the
+    /// original does with slices enabled): `false` is refused at start
+    /// ([`ENDPOINTS_UNSUPPORTED`]).
     #[arg(long, action = ArgAction::Set, default_value_t = true)]
     pub enable_endpoint_slices: bool,
 
@@ -206,6 +208,20 @@ impl Args {
     }
 }
 
+/// The methods of the gRPC server, for its `grpc_server_*` metrics.
+const GRPC_METHODS: &[grpc_stream::metrics::Method] = &[
+    (
+        "io.linkerd.proxy.destination.Destination",
+        "Get",
+        grpc_stream::metrics::RpcType::ServerStream,
+    ),
+    (
+        "io.linkerd.proxy.destination.Destination",
+        "GetProfile",
+        grpc_stream::metrics::RpcType::ServerStream,
+    ),
+];
+
 /// How long a request waits for the first sync before `Unavailable` (which
 /// proxies retry with a backoff).
 const SYNC_WAIT: Duration = Duration::from_secs(10);
@@ -219,12 +235,23 @@ const WRITER_STOP_GRACE: Duration = Duration::from_secs(10);
 /// before the server's own graceful shutdown starts.
 const STREAM_DRAIN_GRACE: Duration = Duration::from_secs(5);
 
+/// Why `-enable-endpoint-slices=false` is refused. The Linkerd 2.20 chart
+/// renders it for `enableEndpointSlices: false`, and then grants the
+/// destination no access to EndpointSlices at all (its ClusterRole lists
+/// `discovery.k8s.io/endpointslices` only when the value is true): the
+/// original reads v1 Endpoints instead. Meridian reads EndpointSlices only
+/// (v1 Endpoints are deprecated since Kubernetes 1.33 and carry no
+/// topology, dual-stack or terminating state), so it would wait for a
+/// watch it may never run; it says so and exits instead.
+pub const ENDPOINTS_UNSUPPORTED: &str = "-enable-endpoint-slices=false (the Linkerd chart's \
+    `enableEndpointSlices: false`) is not supported: Meridian serves from \
+    discovery.k8s.io/v1 EndpointSlices only and does not read v1 Endpoints, and with \
+    this value the chart grants the linkerd-destination ServiceAccount no access to \
+    EndpointSlices. Set `enableEndpointSlices: true` (the chart's default) to run Meridian";
+
 /// The EndpointSlice writer and its Lease claimant (`HOSTNAME`, the pod
-/// name), if `--enable-endpoint-slices` asks for it and `HOSTNAME` is set.
+/// name), if `HOSTNAME` is set.
 fn slice_writer(args: &Args, registry: &mut Registry) -> Option<(SliceWriter, String)> {
-    if !args.enable_endpoint_slices {
-        return None;
-    }
     let Some(claimant) = std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()) else {
         tracing::error!(
             "HOSTNAME is not set: not running the ExternalWorkload EndpointSlice writer \
@@ -240,23 +267,25 @@ fn slice_writer(args: &Args, registry: &mut Registry) -> Option<(SliceWriter, St
 /// Runs the destination until SIGTERM/SIGINT.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     if !args.enable_endpoint_slices {
-        // The chart passes its `enableEndpointSlices` value; Endpoints are
-        // deprecated and Meridian reads EndpointSlices only.
-        tracing::warn!(
-            "-enable-endpoint-slices=false: Meridian still reads EndpointSlices only \
-             (its ServiceAccount needs list/watch on discovery.k8s.io/endpointslices); \
-             the ExternalWorkload EndpointSlice writer is off"
-        );
+        anyhow::bail!(ENDPOINTS_UNSUPPORTED);
     }
     let config = Arc::new(args.translator_config().context("invalid flags")?);
     let shutdown = Shutdown::on_signals().context("installing signal handlers")?;
+    let mut registry = Registry::default();
+    meridian_runtime::process_metrics::register(&mut registry);
+    // The Kubernetes client's requests, as the original's `client="k8s"`.
+    let client_metrics =
+        meridian_runtime::http_client_metrics::HttpClientMetrics::register(&mut registry, "k8s");
     let client = args
         .kube
-        .client()
+        .instrumented_client(Some(&client_metrics))
         .await
         .context("connecting to Kubernetes")?;
-
-    let mut registry = Registry::default();
+    let grpc_metrics = grpc_stream::metrics::GrpcServerMetrics::register(
+        &mut registry,
+        grpc_stream::metrics::CodeNames::Go,
+        GRPC_METHODS,
+    );
     let index_metrics = IndexMetrics::register(&mut registry);
     let metrics = DestinationMetrics::register(&mut registry);
     let link_metrics = crate::policy_link::LinkMetrics::register(&mut registry);
@@ -432,6 +461,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .with_confirmer(confirmer, args.cluster_networks.clone());
     // Streams per connection, request sizes, keepalive: one place for both servers.
     let grpc = grpc_stream::server::builder(&args.grpc_limits)
+        // The original's `grpc_server_*` metrics, refusals included.
+        .layer(grpc_metrics.layer())
         // Nothing is answered from an index that has not synced once.
         .layer(grpc_stream::SyncGateLayer::new(
             synced,

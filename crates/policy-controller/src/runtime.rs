@@ -42,23 +42,32 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .await
         .context("connecting to Kubernetes")?;
 
-    let mut registry = Registry::with_prefix("policy");
-    let watch_metrics = WatchMetrics::register(&mut registry);
-    let grpc_metrics = GrpcMetrics::register(&mut registry);
-    let status_metrics = StatusMetrics::register(&mut registry);
-    let admission_metrics = admission::Metrics::register(&mut registry);
-    let audit_metrics = AuditMetrics::register(&mut registry);
-    let peers = ConnectionMetrics::register(&mut registry);
+    // The original's names at the top (process, `grpc_server_*`,
+    // `resource_status_*`); Meridian's own under `policy_`.
+    let mut root = Registry::default();
+    meridian_runtime::process_metrics::register(&mut root);
+    let grpc_server_metrics = grpc_stream::metrics::GrpcServerMetrics::register(
+        &mut root,
+        grpc_stream::metrics::CodeNames::Rust,
+        grpc::GRPC_METHODS,
+    );
+    let status_metrics = StatusMetrics::register(&mut root);
+    let registry = root.sub_registry_with_prefix("policy");
+    let watch_metrics = WatchMetrics::register(registry);
+    let grpc_metrics = GrpcMetrics::register(registry);
+    let admission_metrics = admission::Metrics::register(registry);
+    let audit_metrics = AuditMetrics::register(registry);
+    let peers = ConnectionMetrics::register(registry);
     // Lookups that miss the indexes are checked with the API server.
-    let confirmer = k8s_index::MissConfirmer::new(client.clone(), &watch_metrics, &mut registry);
+    let confirmer = k8s_index::MissConfirmer::new(client.clone(), &watch_metrics, registry);
     let readiness = Readiness::default();
     let tls_ready =
         (!args.admission_controller_disabled).then(|| readiness.register("webhook TLS"));
 
     let index = Index::shared(args.cluster_info());
-    InboundIndexCollector::register(&mut registry, index.clone());
+    InboundIndexCollector::register(registry, index.clone());
     let outbound = OutboundIndex::shared(outbound_cluster(&args)?);
-    OutboundIndexCollector::register(&mut registry, outbound.clone());
+    OutboundIndexCollector::register(registry, outbound.clone());
     // Servers and routes also feed the status writer, through the same watches.
     let status_index = StatusIndex::shared();
     status_index
@@ -125,7 +134,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     // The Gateway API kinds are optional: each is watched while its CRD
     // serves a version we read (no restart when the CRDs change).
     let active = ActiveKinds::register(
-        &mut registry,
+        registry,
         readiness.register_info("gateway API routes", "none"),
     );
     for (name, (synced, failing)) in gateway_watches(
@@ -210,15 +219,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             }
         },
     );
-    let admin = AdminServer::bind(
-        args.admin_addr,
-        readiness.clone(),
-        Arc::new(registry),
-        &peers,
-    )
-    .await
-    .with_context(|| format!("binding the admin server on {}", args.admin_addr))?
-    .with_routes(introspection.routes());
+    let admin = AdminServer::bind(args.admin_addr, readiness.clone(), Arc::new(root), &peers)
+        .await
+        .with_context(|| format!("binding the admin server on {}", args.admin_addr))?
+        .with_routes(introspection.routes());
 
     // Either server failing stops the process; on shutdown both drain.
     let grpc = async {
@@ -232,6 +236,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             outbound,
             workload_ports,
             synced,
+            &grpc_server_metrics,
             shutdown.clone(),
         )
         .await

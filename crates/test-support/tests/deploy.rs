@@ -1,8 +1,8 @@
 //! The kustomizations of `deploy/` build with the pinned kubectl, and what
 //! they build is accepted by a real kube-apiserver (server-side dry run):
 //! `deploy/` itself and every overlay. The rendered objects are checked for
-//! what the pod needs to start as the Linkerd 2.20 chart starts it, and the
-//! swap patches are tried against a live Deployment and webhook.
+//! what the pod needs to start as the Linkerd 2.20 chart starts it. (The
+//! swap into an installed Linkerd is tested in `swap.rs`.)
 
 use std::{
     path::{Path, PathBuf},
@@ -382,101 +382,7 @@ async fn deploy_manifests_apply_cleanly() {
         assert!(ok, "{dir}: {out}");
     }
 
-    check_swap(&env);
     check_older_versions(&env);
-}
-
-/// The swap patches, tried (dry run) on a live Deployment and webhook
-/// configuration shaped like the chart's.
-fn check_swap(env: &TestEnv) {
-    let cluster = env.cluster();
-    let (_, objects) = kustomize(cluster, "overlays/with-proxy");
-    let mut deployment = find(&objects, "Deployment", "linkerd-destination").clone();
-    deployment["metadata"]["namespace"] = env.ns.clone().into();
-    for c in deployment["spec"]["template"]["spec"]["containers"]
-        .as_array_mut()
-        .expect("containers")
-    {
-        c["image"] = "cr.l5d.io/linkerd/controller:edge".into();
-    }
-    let (ok, out) = cluster.kubectl(&["create", "-f", "-"], Some(&deployment.to_string()));
-    assert!(ok, "live deployment: {out}");
-    let patch = deploy_dir().join("swap/deployment-patch.yaml");
-    let (ok, out) = cluster.kubectl(
-        &[
-            "patch",
-            "deployment",
-            "linkerd-destination",
-            "-n",
-            &env.ns,
-            "--patch-file",
-            &patch.display().to_string(),
-            "--dry-run=server",
-            "-o",
-            "json",
-        ],
-        None,
-    );
-    assert!(ok, "swap patch: {out}");
-    let patched: Value = serde_json::from_str(&out).expect("patched deployment");
-    let pod = &patched["spec"]["template"]["spec"];
-    for name in ["destination", "sp-validator", "policy"] {
-        assert_eq!(container(pod, name)["image"], "meridian/controller:dev");
-    }
-    // Everything else is the chart's: args, proxy, volumes.
-    assert_eq!(
-        container(pod, "destination")["args"],
-        container(&deployment["spec"]["template"]["spec"], "destination")["args"]
-    );
-    assert_eq!(
-        container(pod, "linkerd-proxy")["image"],
-        "cr.l5d.io/linkerd/proxy:LINKERD_VERSION"
-    );
-
-    // The webhook: a copy under this test's name that selects no namespace.
-    let mut hook = find(
-        &objects,
-        "ValidatingWebhookConfiguration",
-        "linkerd-policy-validator-webhook-config",
-    )
-    .clone();
-    let name = format!("{}-policy-validator", env.ns);
-    hook["metadata"]["name"] = name.clone().into();
-    hook["webhooks"][0]["namespaceSelector"] =
-        serde_json::json!({"matchLabels": {"meridian.test/none": "none"}});
-    hook["webhooks"][0]["rules"][0]["resources"] = serde_json::json!(["*"]);
-    let (ok, out) = cluster.kubectl(&["create", "-f", "-"], Some(&hook.to_string()));
-    assert!(ok, "live webhook: {out}");
-    let patch = deploy_dir().join("swap/policy-webhook-patch.yaml");
-    let (ok, out) = cluster.kubectl(
-        &[
-            "patch",
-            "validatingwebhookconfiguration",
-            &name,
-            "--patch-file",
-            &patch.display().to_string(),
-            "--dry-run=server",
-            "-o",
-            "json",
-        ],
-        None,
-    );
-    let _ = cluster.kubectl(&["delete", "validatingwebhookconfiguration", &name], None);
-    assert!(ok, "webhook patch: {out}");
-    let patched: Value = serde_json::from_str(&out).expect("patched webhook");
-    assert_eq!(
-        strings(&patched["webhooks"][0]["rules"][0]["resources"]),
-        [
-            "authorizationpolicies",
-            "egressnetworks",
-            "httplocalratelimitpolicies",
-            "httproutes",
-            "meshtlsauthentications",
-            "networkauthentications",
-            "serverauthorizations",
-            "servers"
-        ]
-    );
 }
 
 /// Older API versions the original serves still apply.

@@ -1,7 +1,7 @@
 //! Kubernetes objects → core values, as pure functions: the only place that
 //! reads Kubernetes fields. [`pods`] and [`slices`] decode pods and
 //! EndpointSlices straight from the API's JSON into the facts the index
-//! keeps ([`json`] is what their decoders share), [`endpoints`] turns slice
+//! keeps (typed partial objects, `k8s_index::partial`), [`endpoints`] turns slice
 //! facts into endpoints, [`pods`] also reads owners, [`external_workloads`] the facts
 //! of ExternalWorkloads, [`services`] reads Service ports,
 //! [`profiles`] reads ServiceProfiles, [`multicluster`] how a Service is
@@ -10,7 +10,6 @@
 
 pub mod endpoints;
 pub mod external_workloads;
-mod json;
 pub mod lookups;
 pub mod multicluster;
 pub mod pods;

@@ -3,7 +3,7 @@
 //! `Pod` is built on the watch path), owners and the owner label, node
 //! zones, and the keys the index files pods under.
 
-use std::{borrow::Cow, net::IpAddr, sync::Arc};
+use std::{net::IpAddr, sync::Arc};
 
 use k8s_api::labels;
 use k8s_api::ports::{PortRanges, parse_port_list};
@@ -12,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use serde::{Deserialize, Deserializer, de::IgnoredAny};
 
-use super::json::{Kept, read_keys};
+use k8s_index::partial::{Kept, read_keys};
 
 use super::lookups::ClusterLookups;
 use crate::core::{
@@ -90,37 +90,13 @@ pub struct PodObject {
     pub facts: PodFacts,
 }
 
-impl Resource for PodObject {
-    type DynamicType = ();
-    type Scope = k8s_openapi::NamespaceResourceScope;
-
-    fn kind(_: &()) -> Cow<'_, str> {
-        "Pod".into()
-    }
-    fn group(_: &()) -> Cow<'_, str> {
-        "".into()
-    }
-    fn version(_: &()) -> Cow<'_, str> {
-        "v1".into()
-    }
-    fn plural(_: &()) -> Cow<'_, str> {
-        "pods".into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
-
-impl k8s_index::watch::Checked for PodObject {
-    type Object = PodObject;
-    fn checked(self) -> Result<Self, Box<kube::core::error_boundary::InvalidObject>> {
-        Ok(self)
-    }
-    fn trim(&mut self) {}
-}
+k8s_index::partial_object!(
+    PodObject,
+    kind = "Pod",
+    group = "",
+    version = "v1",
+    plural = "pods"
+);
 
 impl From<&Pod> for PodObject {
     /// The same decoding from a `k8s-openapi` `Pod` (tests, and objects

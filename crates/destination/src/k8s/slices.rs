@@ -2,16 +2,15 @@
 //! JSON ([`SliceObject`]: no `k8s-openapi` `EndpointSlice` is built on the
 //! watch path), keeping only what translation reads.
 
-use std::{borrow::Cow, net::IpAddr, sync::Arc};
+use std::{net::IpAddr, sync::Arc};
 
 use k8s_api::labels;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::Resource;
 use serde::{Deserialize, Deserializer};
 
-use super::json::{Kept, read_keys};
 use crate::core::slice::{Mirror, SliceEndpoint, SliceFacts, SlicePort, SliceTarget};
+use k8s_index::partial::{Kept, read_keys};
 
 /// `targetRef.kind` of a pod-backed endpoint.
 pub const POD_KIND: &str = "Pod";
@@ -27,37 +26,13 @@ pub struct SliceObject {
     pub facts: SliceFacts,
 }
 
-impl Resource for SliceObject {
-    type DynamicType = ();
-    type Scope = k8s_openapi::NamespaceResourceScope;
-
-    fn kind(_: &()) -> Cow<'_, str> {
-        "EndpointSlice".into()
-    }
-    fn group(_: &()) -> Cow<'_, str> {
-        "discovery.k8s.io".into()
-    }
-    fn version(_: &()) -> Cow<'_, str> {
-        "v1".into()
-    }
-    fn plural(_: &()) -> Cow<'_, str> {
-        "endpointslices".into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
-
-impl k8s_index::watch::Checked for SliceObject {
-    type Object = SliceObject;
-    fn checked(self) -> Result<Self, Box<kube::core::error_boundary::InvalidObject>> {
-        Ok(self)
-    }
-    fn trim(&mut self) {}
-}
+k8s_index::partial_object!(
+    SliceObject,
+    kind = "EndpointSlice",
+    group = "discovery.k8s.io",
+    version = "v1",
+    plural = "endpointslices"
+);
 
 impl From<&EndpointSlice> for SliceObject {
     /// The same decoding from a `k8s-openapi` `EndpointSlice` (tests, and

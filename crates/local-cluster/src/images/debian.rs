@@ -166,7 +166,7 @@ fn tar_rootfs(rootfs: &Path) -> Result<PathBuf, ImageError> {
 pub fn ensure_base(docker: &Docker, progress: &dyn Fn(&str)) -> Result<Image, ImageError> {
     let set = PackageSet::read("base")?;
     let key = hash_key(&[RECIPE.as_bytes(), set.pinned.as_bytes()]);
-    let mut image = Image::found(BASE_REPO, &key);
+    let image = Image::found(BASE_REPO, &key);
     let Some(_lock) = lock_unless_present(docker, &image)? else {
         return Ok(image);
     };
@@ -197,11 +197,7 @@ pub fn ensure_base(docker: &Docker, progress: &dyn Fn(&str)) -> Result<Image, Im
         .arg(&tar)
         .arg(&image.reference))?;
     docker.tag(&image.reference, &image.dev)?;
-    let _ = fs::remove_dir_all(&work);
-    image.built = true;
-    image.secs = started.elapsed().as_secs_f64();
-    progress(&format!("built {} in {:.1}s", image.reference, image.secs));
-    Ok(image)
+    Ok(image.finish_build(started, &work, progress))
 }
 
 /// The BusyBox applets `meridian/dnsutils` links in `/bin` (Debian's
@@ -229,7 +225,7 @@ pub fn ensure_dnsutils(
         BUSYBOX_APPLETS.join(" ").as_bytes(),
         &dockerfile,
     ]);
-    let mut image = Image::found(DNSUTILS_REPO, &key);
+    let image = Image::found(DNSUTILS_REPO, &key);
     let Some(_lock) = lock_unless_present(docker, &image)? else {
         return Ok(image);
     };
@@ -258,11 +254,7 @@ pub fn ensure_dnsutils(
         .args(["--build-arg", &format!("BASE_IMAGE={}", base.reference)])
         .args(["-t", &image.reference, "-t", &image.dev])
         .arg(&work))?;
-    let _ = fs::remove_dir_all(&work);
-    image.built = true;
-    image.secs = started.elapsed().as_secs_f64();
-    progress(&format!("built {} in {:.1}s", image.reference, image.secs));
-    Ok(image)
+    Ok(image.finish_build(started, &work, progress))
 }
 
 /// What a distroless root filesystem has besides the packages' files: users,

@@ -212,6 +212,16 @@ pub struct Image {
 }
 
 impl Image {
+    /// Marks the image built now (since `started`), removes its build
+    /// directory `work` and says so.
+    fn finish_build(mut self, started: Instant, work: &Path, progress: &dyn Fn(&str)) -> Self {
+        let _ = fs::remove_dir_all(work);
+        self.built = true;
+        self.secs = started.elapsed().as_secs_f64();
+        progress(&format!("built {} in {:.1}s", self.reference, self.secs));
+        self
+    }
+
     fn found(repo: &str, key: &str) -> Self {
         Self {
             reference: format!("{repo}:{key}"),
@@ -285,7 +295,7 @@ fn ensure_static_image(
         .map_err(io_err(format!("reading {}", dockerfile_path.display())))?;
     let gcc = run(Command::new("gcc").arg("--version"))?;
     let key = hash_key(&[RECIPE.as_bytes(), &source, &dockerfile, gcc.as_bytes()]);
-    let mut image = Image::found(repo, &key);
+    let image = Image::found(repo, &key);
     let Some(_lock) = lock_unless_present(docker, &image)? else {
         return Ok(image);
     };
@@ -305,11 +315,7 @@ fn ensure_static_image(
         .args(["build", "--quiet", "-t", &image.reference])
         .arg(&work))?;
     docker.tag(&image.reference, &image.dev)?;
-    let _ = fs::remove_dir_all(&work);
-    image.built = true;
-    image.secs = started.elapsed().as_secs_f64();
-    progress(&format!("built {} in {:.1}s", image.reference, image.secs));
-    Ok(image)
+    Ok(image.finish_build(started, &work, progress))
 }
 
 /// The pause image (`images/pause/pause.c`).
@@ -374,7 +380,7 @@ fn ensure_binary_image(
         &meta.len().to_le_bytes(),
         &modified.to_le_bytes(),
     ]);
-    let mut image = Image::found(repo, &key);
+    let image = Image::found(repo, &key);
     let Some(_lock) = lock_unless_present(docker, &image)? else {
         return Ok(image);
     };
@@ -397,11 +403,7 @@ fn ensure_binary_image(
         .command()
         .args(["build", "--quiet", "-t", &image.reference, "-t", &image.dev])
         .arg(&work))?;
-    let _ = fs::remove_dir_all(&work);
-    image.built = true;
-    image.secs = started.elapsed().as_secs_f64();
-    progress(&format!("built {} in {:.1}s", image.reference, image.secs));
-    Ok(image)
+    Ok(image.finish_build(started, &work, progress))
 }
 
 /// The binaries of the controller image: (name in the image, cargo binary).
@@ -451,7 +453,7 @@ pub fn build_controller(
     let dockerfile = images_dir().join("controller/Dockerfile");
     let parts: Vec<&[u8]> = hashed.iter().map(Vec::as_slice).collect();
     let key = hash_key(&[&[base.reference.as_bytes()], parts.as_slice()].concat());
-    let mut image = Image::found(CONTROLLER_REPO, &key);
+    let image = Image::found(CONTROLLER_REPO, &key);
     progress(&format!(
         "building {} on {} from {}",
         image.reference,
@@ -466,11 +468,7 @@ pub fn build_controller(
         .args(["--build-arg", &format!("RUNTIME_IMAGE={}", base.reference)])
         .args(["-t", &image.reference, "-t", &image.dev])
         .arg(&work))?;
-    let _ = fs::remove_dir_all(&work);
-    image.built = true;
-    image.secs = started.elapsed().as_secs_f64();
-    progress(&format!("built {} in {:.1}s", image.reference, image.secs));
-    Ok(image)
+    Ok(image.finish_build(started, &work, progress))
 }
 
 /// Copies images from Docker into a containerd (namespace `k8s.io`, the

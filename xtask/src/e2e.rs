@@ -18,7 +18,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 use local_cluster::{
     Cluster, ClusterOptions, Lifetime,
-    images::{CONTROLLER_REPO, DEV_TAG, DNSUTILS_REPO, Docker, HTTP_TEST_REPO},
+    images::{CONTROLLER_REPO, DEV_TAG, Docker},
 };
 
 use crate::{
@@ -81,7 +81,7 @@ pub fn run(args: E2eArgs) -> anyhow::Result<()> {
             &suites,
             &kubectl,
             &kubeconfig,
-            &images(None),
+            &images(None, &built),
             &args.test_args,
         );
     }
@@ -93,7 +93,7 @@ pub fn run(args: E2eArgs) -> anyhow::Result<()> {
             &suites,
             &kubectl,
             kubeconfig,
-            &images(registry),
+            &images(registry, &built),
             &args.test_args,
         );
     }
@@ -111,7 +111,7 @@ pub fn run(args: E2eArgs) -> anyhow::Result<()> {
             &suites,
             &kubectl,
             &kubeconfig,
-            &images(None),
+            &images(None, &built),
             &args.test_args,
         )
     });
@@ -154,23 +154,33 @@ fn start_real_node(
     Ok(runtime.block_on(Cluster::start_with(options, bins))?)
 }
 
-/// The image references the manifests and the suite use.
+/// The images the suite's workloads run.
 struct SuiteImages {
-    controller: String,
     http_test: String,
     dnsutils: String,
 }
 
-fn images(registry: Option<&str>) -> SuiteImages {
+/// The suite's workloads run the images this run built by their key tags:
+/// `:dev` is shared by every checkout using the host's Docker and may point
+/// elsewhere by the time the node loads it (the release build takes long).
+/// The controller keeps `:dev`, the tag `deploy/` names; it is built just
+/// before the node starts.
+fn images(registry: Option<&str>, built: &BuiltImages) -> SuiteImages {
     let prefix = registry.map(|r| format!("{r}/")).unwrap_or_default();
     SuiteImages {
-        controller: format!("{prefix}{CONTROLLER_REPO}:{DEV_TAG}"),
-        http_test: format!("{prefix}{HTTP_TEST_REPO}:{DEV_TAG}"),
-        dnsutils: format!("{prefix}{DNSUTILS_REPO}:{DEV_TAG}"),
+        http_test: format!("{prefix}{}", built.http_test.reference),
+        dnsutils: format!("{prefix}{}", built.dnsutils.reference),
     }
 }
 
-/// The images the real node loads into containerd (besides its pause image).
+/// The controller image `deploy/` runs, under `registry` when pushed there.
+fn controller_image(registry: Option<&str>) -> String {
+    let prefix = registry.map(|r| format!("{r}/")).unwrap_or_default();
+    format!("{prefix}{CONTROLLER_REPO}:{DEV_TAG}")
+}
+
+/// The images the real node loads into containerd (besides its pause and
+/// CoreDNS images), as [`images`] names them.
 fn node_images(built: &BuiltImages) -> anyhow::Result<Vec<String>> {
     let controller = built
         .controller
@@ -178,8 +188,8 @@ fn node_images(built: &BuiltImages) -> anyhow::Result<Vec<String>> {
         .context("the controller image was not built")?;
     Ok(vec![
         controller.dev.clone(),
-        built.http_test.dev.clone(),
-        built.dnsutils.dev.clone(),
+        built.http_test.reference.clone(),
+        built.dnsutils.reference.clone(),
     ])
 }
 
@@ -269,7 +279,7 @@ pub fn install(
         Some(_) => {
             let dir = workspace_root().join("target").join("e2e-kustomization");
             std::fs::create_dir_all(&dir)?;
-            let image = images(registry).controller;
+            let image = controller_image(registry);
             let (name, tag) = image.rsplit_once(':').unwrap_or((&image, DEV_TAG));
             std::fs::write(
                 dir.join("kustomization.yaml"),

@@ -9,14 +9,8 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::{
-    collections::BTreeSet,
-    net::{IpAddr, SocketAddr},
-    time::Duration,
-};
+use std::{collections::BTreeSet, net::SocketAddr, time::Duration};
 
-use k8s_openapi::api::core::v1::Pod;
-use kube::{Api, api::ListParams};
 use linkerd2_proxy_api::{
     destination::{GetDestination, destination_client::DestinationClient},
     inbound::{PortSpec, inbound_server_policies_client::InboundServerPoliciesClient},
@@ -29,21 +23,10 @@ use tonic::transport::Channel;
 
 /// The ready pods of `app` as `ip:8080`, from the API (the truth).
 async fn ready_endpoints(cluster: &Cluster, ns: &str, app: &str) -> BTreeSet<SocketAddr> {
-    let pods: Api<Pod> = Api::namespaced(cluster.client.clone(), ns);
-    let list = pods
-        .list(&ListParams::default().labels(&format!("app={app}")))
+    cluster
+        .ready_pod_ips(ns, &format!("app={app}"))
         .await
-        .expect("listing pods");
-    list.items
-        .iter()
-        .filter(|pod| pod.metadata.deletion_timestamp.is_none())
-        .filter(|pod| {
-            pod.status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-        })
-        .filter_map(|pod| pod.status.as_ref()?.pod_ip.as_ref()?.parse::<IpAddr>().ok())
+        .into_iter()
         .map(|ip| SocketAddr::new(ip, 8080))
         .collect()
 }
@@ -67,19 +50,6 @@ async fn wait_ready_count(
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-}
-
-/// Names of the pods of `app`.
-async fn pod_names(cluster: &Cluster, ns: &str, app: &str) -> Vec<String> {
-    let pods: Api<Pod> = Api::namespaced(cluster.client.clone(), ns);
-    pods.list(&ListParams::default().labels(&format!("app={app}")))
-        .await
-        .expect("listing pods")
-        .items
-        .into_iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .filter_map(|p| p.metadata.name)
-        .collect()
 }
 
 /// Turns a test-HTTP pod's readiness answer on or off through its own
@@ -125,11 +95,7 @@ async fn destination_client(
 async fn get_follows_real_containers_scaling_and_failing_probes() {
     let cluster = Cluster::from_env().await;
     let ns = cluster.namespace("e2e-get").await;
-    cluster.kubectl_ok(
-        &["apply", "-f", "-"],
-        Some(&http_workload(&cluster, &ns.name, "web", 1, &[])),
-    );
-    cluster.wait_deployment_ready(&ns.name, "web").await;
+    cluster.run_http_workload(&ns.name, "web", 1, &[]).await;
     let (_forward, mut client) = destination_client(&cluster).await;
     let mut stream = EndpointStream::open(&mut client, &authority(&ns.name, "web", 80))
         .await
@@ -149,7 +115,7 @@ async fn get_follows_real_containers_scaling_and_failing_probes() {
         .unwrap();
 
     // The kubelet's readiness probe fails on one pod: it leaves the stream.
-    let names = pod_names(&cluster, &ns.name, "web").await;
+    let names = cluster.pod_names(&ns.name, "web").await;
     let victim = &names[0];
     set_serving_ready(&cluster, &ns.name, victim, false).await;
     let two = wait_ready_count(&cluster, &ns.name, "web", 2).await;
@@ -302,12 +268,8 @@ async fn inbound_policy_for_a_real_pod() {
         "linkerd.io/control-plane-ns",
         cluster.control_plane_ns.as_str(),
     )];
-    cluster.kubectl_ok(
-        &["apply", "-f", "-"],
-        Some(&http_workload(&cluster, &ns.name, "api", 1, &meshed)),
-    );
-    cluster.wait_deployment_ready(&ns.name, "api").await;
-    let pod = pod_names(&cluster, &ns.name, "api").await.remove(0);
+    cluster.run_http_workload(&ns.name, "api", 1, &meshed).await;
+    let pod = cluster.pod_names(&ns.name, "api").await.remove(0);
 
     let forward = cluster.forward_to_meridian(8090);
     let channel = Channel::from_shared(forward.url())
@@ -354,11 +316,7 @@ async fn inbound_policy_for_a_real_pod() {
 async fn streams_converge_after_the_meridian_pod_is_recreated() {
     let cluster = Cluster::from_env().await;
     let ns = cluster.namespace("e2e-restart").await;
-    cluster.kubectl_ok(
-        &["apply", "-f", "-"],
-        Some(&http_workload(&cluster, &ns.name, "web", 1, &[])),
-    );
-    cluster.wait_deployment_ready(&ns.name, "web").await;
+    cluster.run_http_workload(&ns.name, "web", 1, &[]).await;
     let path = authority(&ns.name, "web", 80);
     let (forward, mut client) = destination_client(&cluster).await;
     let mut stream = EndpointStream::open(&mut client, &path)
@@ -508,7 +466,7 @@ async fn explain_reaches_the_pod_through_port_forwards() {
     cluster.wait_deployment_ready(&ns.name, "web").await;
     cluster.wait_deployment_ready(&ns.name, "client").await;
     wait_ready_count(&cluster, &ns.name, "web", 1).await;
-    let client = pod_names(&cluster, &ns.name, "client").await.remove(0);
+    let client = cluster.pod_names(&ns.name, "client").await.remove(0);
 
     let cli = std::env::var_os("MERIDIAN_E2E_CLI")
         .expect("MERIDIAN_E2E_CLI is not set: run this suite with `cargo xtask e2e`");

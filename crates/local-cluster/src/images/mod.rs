@@ -1,11 +1,12 @@
 //! Container images built on this machine, with no registry: the
-//! distroless-style runtime base made from Debian packages, the pause image
-//! of the real node, the tiny HTTP server of the end-to-end tests and the
-//! Meridian controller image; and loading images into a node's containerd.
+//! distroless-style runtime base and the DNS debugging image made from
+//! Debian packages ([`debian`]), the pause image and the CoreDNS image of the
+//! real node, the tiny HTTP server of the end-to-end tests and the Meridian
+//! controller image; and loading images into a node's containerd.
 //!
 //! Each image is tagged twice: `<repo>:<key>`, where the key hashes every
 //! input of the image (the package list and the resolved versions, the C
-//! source, the compiler version, the recipe), and `<repo>:dev`. An image
+//! source, the compiler version, the binary, the recipe), and `<repo>:dev`. An image
 //! whose key tag exists is not built again. Builds are serialised across
 //! processes by a file lock under the cache directory.
 //!
@@ -14,7 +15,6 @@
 //! builds the same images with `docker build`.
 
 use std::{
-    collections::BTreeMap,
     fs,
     path::{Path, PathBuf},
     process::{Command, Stdio},
@@ -23,6 +23,10 @@ use std::{
 
 use crate::binaries::{self, BuildError};
 
+pub mod debian;
+
+pub use debian::{DebPackage, ensure_base, ensure_dnsutils, parse_package_list};
+
 /// The runtime root filesystem of the Meridian image (glibc, libgcc_s, CA
 /// certificates, tzdata, netbase), made from Debian packages.
 pub const BASE_REPO: &str = "meridian/base-debian12";
@@ -30,6 +34,12 @@ pub const BASE_REPO: &str = "meridian/base-debian12";
 pub const PAUSE_REPO: &str = "meridian/pause";
 /// The end-to-end tests' HTTP server (see `images/http-test/http-test.c`).
 pub const HTTP_TEST_REPO: &str = "meridian/http-test";
+/// The DNS debugging image (`getent`, BusyBox's `nslookup`; see
+/// `images/dnsutils/`).
+pub const DNSUTILS_REPO: &str = "meridian/dnsutils";
+/// The real node's cluster DNS server (CoreDNS built from
+/// `xtask/gotools/corednsbin`).
+pub const COREDNS_REPO: &str = "meridian/coredns";
 /// The Meridian controller image (`/controller`, `/destination`,
 /// `/sp-validator`, `/linkerd-policy-controller`).
 pub const CONTROLLER_REPO: &str = "meridian/controller";
@@ -202,6 +212,16 @@ pub struct Image {
 }
 
 impl Image {
+    /// Marks the image built now (since `started`), removes its build
+    /// directory `work` and says so.
+    fn finish_build(mut self, started: Instant, work: &Path, progress: &dyn Fn(&str)) -> Self {
+        let _ = fs::remove_dir_all(work);
+        self.built = true;
+        self.secs = started.elapsed().as_secs_f64();
+        progress(&format!("built {} in {:.1}s", self.reference, self.secs));
+        self
+    }
+
     fn found(repo: &str, key: &str) -> Self {
         Self {
             reference: format!("{repo}:{key}"),
@@ -225,6 +245,21 @@ fn lock() -> Result<BuildLock, ImageError> {
     Ok(BuildLock(file))
 }
 
+/// Whether `image` must be built: `None` if it exists (its `dev` tag is
+/// moved to it), else the build lock, taken after checking again.
+fn lock_unless_present(docker: &Docker, image: &Image) -> Result<Option<BuildLock>, ImageError> {
+    if docker.has_image(&image.reference) {
+        docker.tag(&image.reference, &image.dev)?;
+        return Ok(None);
+    }
+    let lock = lock()?;
+    if docker.has_image(&image.reference) {
+        docker.tag(&image.reference, &image.dev)?;
+        return Ok(None);
+    }
+    Ok(Some(lock))
+}
+
 fn work_dir(name: &str) -> Result<PathBuf, ImageError> {
     let dir = binaries::cache_root()?.join("images").join(name);
     if dir.exists() {
@@ -241,279 +276,6 @@ fn hash_key(parts: &[&[u8]]) -> String {
         hash.write(&[0xff]);
     }
     format!("{:012x}", hash.0 & 0xffff_ffff_ffff)
-}
-
-/// One Debian package at the version apt would install.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DebPackage {
-    pub name: String,
-    pub version: String,
-    pub arch: String,
-}
-
-impl DebPackage {
-    /// The file name `apt-get download` gives it (`:` of an epoch as `%3a`).
-    fn file_name(&self) -> String {
-        format!(
-            "{}_{}_{}.deb",
-            self.name,
-            self.version.replace(':', "%3a"),
-            self.arch
-        )
-    }
-}
-
-/// Package names from a package list (`#` comments, one name a line).
-pub fn parse_package_list(text: &str) -> Vec<String> {
-    text.lines()
-        .map(|line| line.split('#').next().unwrap_or_default().trim())
-        .filter(|line| !line.is_empty())
-        .map(str::to_string)
-        .collect()
-}
-
-/// The candidate version of each package, from `apt-cache show` stanzas.
-fn parse_apt_show(text: &str) -> BTreeMap<String, DebPackage> {
-    let mut found = BTreeMap::new();
-    for stanza in text.split("\n\n") {
-        let field = |name: &str| {
-            stanza.lines().find_map(|line| {
-                line.strip_prefix(name)
-                    .and_then(|rest| rest.strip_prefix(':'))
-                    .map(|value| value.trim().to_string())
-            })
-        };
-        if let (Some(name), Some(version), Some(arch)) =
-            (field("Package"), field("Version"), field("Architecture"))
-        {
-            found.entry(name.clone()).or_insert(DebPackage {
-                name,
-                version,
-                arch,
-            });
-        }
-    }
-    found
-}
-
-fn resolve_packages(names: &[String]) -> Result<Vec<DebPackage>, ImageError> {
-    let show = || {
-        Command::new("apt-cache")
-            .args(["show", "--no-all-versions"])
-            .args(names)
-            .env("LC_ALL", "C")
-            .stdin(Stdio::null())
-            .output()
-    };
-    let mut out = show().map_err(|source| ImageError::Spawn {
-        command: "apt-cache show".into(),
-        source,
-    })?;
-    if !out.status.success() {
-        // Empty or stale package lists (a fresh machine): refresh once.
-        run(Command::new("apt-get").args(["update", "-qq"]))?;
-        out = show().map_err(|source| ImageError::Spawn {
-            command: "apt-cache show".into(),
-            source,
-        })?;
-    }
-    let found = parse_apt_show(&String::from_utf8_lossy(&out.stdout));
-    names
-        .iter()
-        .map(|name| {
-            found.get(name).cloned().ok_or_else(|| {
-                ImageError::Invalid(format!(
-                    "apt knows no package {name:?} (from images/base/packages); run `apt-get update`"
-                ))
-            })
-        })
-        .collect()
-}
-
-/// The runtime base image, built from `images/base/packages` unless an image
-/// with the same inputs exists.
-pub fn ensure_base(docker: &Docker, progress: &dyn Fn(&str)) -> Result<Image, ImageError> {
-    let list_path = images_dir().join("base/packages");
-    let list = fs::read_to_string(&list_path)
-        .map_err(io_err(format!("reading {}", list_path.display())))?;
-    let packages = resolve_packages(&parse_package_list(&list))?;
-    let pinned: Vec<String> = packages
-        .iter()
-        .map(|p| format!("{}={}", p.name, p.version))
-        .collect();
-    let pinned_text = pinned.join(" ");
-    let key = hash_key(&[RECIPE.as_bytes(), pinned_text.as_bytes()]);
-    let mut image = Image::found(BASE_REPO, &key);
-    if docker.has_image(&image.reference) {
-        docker.tag(&image.reference, &image.dev)?;
-        return Ok(image);
-    }
-    let _lock = lock()?;
-    if docker.has_image(&image.reference) {
-        docker.tag(&image.reference, &image.dev)?;
-        return Ok(image);
-    }
-    let started = Instant::now();
-    progress(&format!(
-        "building {} from Debian packages: {pinned_text}",
-        image.reference
-    ));
-    let debs = binaries::cache_root()?.join("images/debs");
-    fs::create_dir_all(&debs).map_err(io_err(format!("creating {}", debs.display())))?;
-    let missing: Vec<&DebPackage> = packages
-        .iter()
-        .filter(|p| !debs.join(p.file_name()).is_file())
-        .collect();
-    if !missing.is_empty() {
-        run(Command::new("apt-get")
-            .arg("download")
-            .args(missing.iter().map(|p| format!("{}={}", p.name, p.version)))
-            .current_dir(&debs))?;
-    }
-    let work = work_dir(&format!("base-{key}"))?;
-    let rootfs = work.join("rootfs");
-    fs::create_dir_all(&rootfs).map_err(io_err("creating the root filesystem"))?;
-    for package in &packages {
-        run(Command::new("dpkg-deb")
-            .arg("-x")
-            .arg(debs.join(package.file_name()))
-            .arg(&rootfs))?;
-    }
-    finish_rootfs(&rootfs)?;
-    let tar = work.join("rootfs.tar");
-    run(Command::new("tar")
-        .arg("--numeric-owner")
-        .arg("-C")
-        .arg(&rootfs)
-        .arg("-cf")
-        .arg(&tar)
-        .arg("."))?;
-    run(docker
-        .command()
-        .arg("import")
-        .args(["--change", &format!("USER {IMAGE_UID}:{IMAGE_UID}")])
-        .args(["--change", "ENV PATH=/usr/local/bin:/usr/bin:/bin"])
-        .args([
-            "--change",
-            "ENV SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt",
-        ])
-        .args(["--change", "WORKDIR /"])
-        .args([
-            "--change",
-            &format!("LABEL meridian.debian-packages=\"{pinned_text}\""),
-        ])
-        .arg(&tar)
-        .arg(&image.reference))?;
-    docker.tag(&image.reference, &image.dev)?;
-    let _ = fs::remove_dir_all(&work);
-    image.built = true;
-    image.secs = started.elapsed().as_secs_f64();
-    progress(&format!("built {} in {:.1}s", image.reference, image.secs));
-    Ok(image)
-}
-
-/// What a distroless root filesystem has besides the packages' files: users,
-/// the CA bundle (normally made by a maintainer script), `/tmp`, UTC; and
-/// without what no program in it reads (docs, man pages, locales, gconv).
-fn finish_rootfs(rootfs: &Path) -> Result<(), ImageError> {
-    for unused in [
-        "usr/share/doc",
-        "usr/share/man",
-        "usr/share/info",
-        "usr/share/locale",
-        "usr/share/lintian",
-        "usr/lib/x86_64-linux-gnu/gconv",
-        "usr/lib/aarch64-linux-gnu/gconv",
-    ] {
-        let path = rootfs.join(unused);
-        if path.exists() {
-            fs::remove_dir_all(&path).map_err(io_err(format!("removing {}", path.display())))?;
-        }
-    }
-    let write = |relative: &str, contents: &[u8]| {
-        let path = rootfs.join(relative);
-        if let Some(parent) = path.parent() {
-            fs::create_dir_all(parent).map_err(io_err(format!("creating {}", parent.display())))?;
-        }
-        fs::write(&path, contents).map_err(io_err(format!("writing {}", path.display())))
-    };
-    let uid = IMAGE_UID;
-    write(
-        "etc/passwd",
-        format!(
-            "root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\nmeridian:x:{uid}:{uid}:meridian:/home/meridian:/sbin/nologin\n"
-        )
-        .as_bytes(),
-    )?;
-    write(
-        "etc/group",
-        format!("root:x:0:\nnogroup:x:65534:\nmeridian:x:{uid}:\n").as_bytes(),
-    )?;
-    write(
-        "etc/nsswitch.conf",
-        b"passwd: files\ngroup: files\nhosts: files dns\n",
-    )?;
-    write(
-        "etc/os-release",
-        b"PRETTY_NAME=\"Distroless-style (Meridian, from Debian 12 packages)\"\nNAME=\"Debian GNU/Linux\"\nVERSION_ID=\"12\"\nID=debian\n",
-    )?;
-    write("etc/timezone", b"Etc/UTC\n")?;
-    let localtime = rootfs.join("etc/localtime");
-    if !localtime.exists() {
-        std::os::unix::fs::symlink("/usr/share/zoneinfo/Etc/UTC", &localtime)
-            .map_err(io_err("linking /etc/localtime"))?;
-    }
-    // The CA bundle update-ca-certificates would make.
-    let mut certs = Vec::new();
-    collect_files(&rootfs.join("usr/share/ca-certificates"), "crt", &mut certs)?;
-    certs.sort();
-    let mut bundle = Vec::new();
-    for cert in &certs {
-        let pem = fs::read(cert).map_err(io_err(format!("reading {}", cert.display())))?;
-        bundle.extend_from_slice(&pem);
-        if !pem.ends_with(b"\n") {
-            bundle.push(b'\n');
-        }
-    }
-    if certs.is_empty() {
-        return Err(ImageError::Invalid(
-            "ca-certificates brought no certificates".into(),
-        ));
-    }
-    write("etc/ssl/certs/ca-certificates.crt", &bundle)?;
-    for dir in [
-        "tmp",
-        "home/meridian",
-        "root",
-        "proc",
-        "sys",
-        "dev",
-        "etc/ssl/private",
-    ] {
-        let path = rootfs.join(dir);
-        fs::create_dir_all(&path).map_err(io_err(format!("creating {}", path.display())))?;
-    }
-    use std::os::unix::fs::PermissionsExt as _;
-    fs::set_permissions(rootfs.join("tmp"), fs::Permissions::from_mode(0o1777))
-        .map_err(io_err("chmod /tmp"))?;
-    Ok(())
-}
-
-fn collect_files(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) -> Result<(), ImageError> {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return Ok(());
-    };
-    for entry in entries {
-        let path = entry
-            .map_err(io_err(format!("listing {}", dir.display())))?
-            .path();
-        if path.is_dir() {
-            collect_files(&path, ext, out)?;
-        } else if path.extension().is_some_and(|e| e == ext) {
-            out.push(path);
-        }
-    }
-    Ok(())
 }
 
 /// An image holding one static program compiled from `images/<name>/<name>.c`
@@ -533,16 +295,10 @@ fn ensure_static_image(
         .map_err(io_err(format!("reading {}", dockerfile_path.display())))?;
     let gcc = run(Command::new("gcc").arg("--version"))?;
     let key = hash_key(&[RECIPE.as_bytes(), &source, &dockerfile, gcc.as_bytes()]);
-    let mut image = Image::found(repo, &key);
-    if docker.has_image(&image.reference) {
-        docker.tag(&image.reference, &image.dev)?;
+    let image = Image::found(repo, &key);
+    let Some(_lock) = lock_unless_present(docker, &image)? else {
         return Ok(image);
-    }
-    let _lock = lock()?;
-    if docker.has_image(&image.reference) {
-        docker.tag(&image.reference, &image.dev)?;
-        return Ok(image);
-    }
+    };
     let started = Instant::now();
     progress(&format!(
         "building {} (gcc -static {name}.c)",
@@ -559,11 +315,7 @@ fn ensure_static_image(
         .args(["build", "--quiet", "-t", &image.reference])
         .arg(&work))?;
     docker.tag(&image.reference, &image.dev)?;
-    let _ = fs::remove_dir_all(&work);
-    image.built = true;
-    image.secs = started.elapsed().as_secs_f64();
-    progress(&format!("built {} in {:.1}s", image.reference, image.secs));
-    Ok(image)
+    Ok(image.finish_build(started, &work, progress))
 }
 
 /// The pause image (`images/pause/pause.c`).
@@ -585,7 +337,36 @@ pub fn ensure_kubectl_image(
     kubectl: &Path,
     progress: &dyn Fn(&str),
 ) -> Result<Image, ImageError> {
-    let meta = fs::metadata(kubectl).map_err(io_err(format!("reading {}", kubectl.display())))?;
+    ensure_binary_image(docker, base, "meridian/kubectl", kubectl, progress)
+}
+
+/// The real node's cluster DNS server: the CoreDNS binary built from
+/// `xtask/gotools/corednsbin` as entrypoint on the runtime base (non-root;
+/// the pod gets port 53 through `net.ipv4.ip_unprivileged_port_start`).
+pub fn ensure_coredns_image(
+    docker: &Docker,
+    base: &Image,
+    coredns: &Path,
+    progress: &dyn Fn(&str),
+) -> Result<Image, ImageError> {
+    ensure_binary_image(docker, base, COREDNS_REPO, coredns, progress)
+}
+
+/// An image `repo` holding one binary, `/<file name>`, as entrypoint on the
+/// runtime base; keyed by the binary's path, size and modification time
+/// (the binaries come from version-keyed caches).
+fn ensure_binary_image(
+    docker: &Docker,
+    base: &Image,
+    repo: &str,
+    binary: &Path,
+    progress: &dyn Fn(&str),
+) -> Result<Image, ImageError> {
+    let name = binary
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| ImageError::Invalid(format!("{} names no file", binary.display())))?;
+    let meta = fs::metadata(binary).map_err(io_err(format!("reading {}", binary.display())))?;
     let modified = meta
         .modified()
         .ok()
@@ -595,27 +376,25 @@ pub fn ensure_kubectl_image(
     let key = hash_key(&[
         RECIPE.as_bytes(),
         base.reference.as_bytes(),
-        kubectl.display().to_string().as_bytes(),
+        binary.display().to_string().as_bytes(),
         &meta.len().to_le_bytes(),
         &modified.to_le_bytes(),
     ]);
-    let mut image = Image::found("meridian/kubectl", &key);
-    let _lock = lock()?;
-    if docker.has_image(&image.reference) {
-        docker.tag(&image.reference, &image.dev)?;
+    let image = Image::found(repo, &key);
+    let Some(_lock) = lock_unless_present(docker, &image)? else {
         return Ok(image);
-    }
+    };
     let started = Instant::now();
     progress(&format!(
         "building {} on {}",
         image.reference, base.reference
     ));
-    let work = work_dir(&format!("kubectl-{key}"))?;
-    fs::copy(kubectl, work.join("kubectl")).map_err(io_err("copying kubectl"))?;
+    let work = work_dir(&format!("{name}-{key}"))?;
+    fs::copy(binary, work.join(name)).map_err(io_err(format!("copying {}", binary.display())))?;
     fs::write(
         work.join("Dockerfile"),
         format!(
-            "FROM {}\nCOPY kubectl /kubectl\nENTRYPOINT [\"/kubectl\"]\n",
+            "FROM {}\nCOPY {name} /{name}\nENTRYPOINT [\"/{name}\"]\n",
             base.reference
         ),
     )
@@ -624,10 +403,7 @@ pub fn ensure_kubectl_image(
         .command()
         .args(["build", "--quiet", "-t", &image.reference, "-t", &image.dev])
         .arg(&work))?;
-    let _ = fs::remove_dir_all(&work);
-    image.built = true;
-    image.secs = started.elapsed().as_secs_f64();
-    Ok(image)
+    Ok(image.finish_build(started, &work, progress))
 }
 
 /// The binaries of the controller image: (name in the image, cargo binary).
@@ -677,7 +453,7 @@ pub fn build_controller(
     let dockerfile = images_dir().join("controller/Dockerfile");
     let parts: Vec<&[u8]> = hashed.iter().map(Vec::as_slice).collect();
     let key = hash_key(&[&[base.reference.as_bytes()], parts.as_slice()].concat());
-    let mut image = Image::found(CONTROLLER_REPO, &key);
+    let image = Image::found(CONTROLLER_REPO, &key);
     progress(&format!(
         "building {} on {} from {}",
         image.reference,
@@ -692,11 +468,7 @@ pub fn build_controller(
         .args(["--build-arg", &format!("RUNTIME_IMAGE={}", base.reference)])
         .args(["-t", &image.reference, "-t", &image.dev])
         .arg(&work))?;
-    let _ = fs::remove_dir_all(&work);
-    image.built = true;
-    image.secs = started.elapsed().as_secs_f64();
-    progress(&format!("built {} in {:.1}s", image.reference, image.secs));
-    Ok(image)
+    Ok(image.finish_build(started, &work, progress))
 }
 
 /// Copies images from Docker into a containerd (namespace `k8s.io`, the
@@ -737,23 +509,6 @@ pub fn human_size(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn package_list_skips_comments_and_blanks() {
-        let list = "# base\nlibc6\n\n  tzdata  # zones\n";
-        assert_eq!(parse_package_list(list), ["libc6", "tzdata"]);
-    }
-
-    #[test]
-    fn apt_show_gives_the_first_stanza_of_each_package() {
-        let text = "Package: libc6\nVersion: 2.36-9+deb12u10\nArchitecture: amd64\nDescription: x\n\nPackage: tzdata\nVersion: 1:2025b-0+deb12u1\nArchitecture: all\n\nPackage: libc6\nVersion: 0.1\nArchitecture: amd64\n";
-        let found = parse_apt_show(text);
-        assert_eq!(found["libc6"].version, "2.36-9+deb12u10");
-        assert_eq!(
-            found["tzdata"].file_name(),
-            "tzdata_1%3a2025b-0+deb12u1_all.deb"
-        );
-    }
 
     #[test]
     fn keys_change_with_any_input() {

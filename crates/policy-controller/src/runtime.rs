@@ -77,9 +77,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     // One index serves every watch; only meshed pods matter (and every
     // external workload).
     let watches = [
-        resources::pods(
-            client.clone(),
-            Some(CONTROL_PLANE_NS_LABEL),
+        // Meshed pods, decoded straight into what the index keeps.
+        k8s_index::WatchTask::new(
+            "pods",
+            kube::Api::<crate::index::PodObject>::all(client.clone()),
+            resources::watch_config().labels(CONTROL_PLANE_NS_LABEL),
             index.clone(),
             &watch_metrics,
         ),

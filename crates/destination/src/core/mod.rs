@@ -1,7 +1,7 @@
 //! Values and pure rules of the destination, with no Kubernetes, gRPC or
 //! proxy-API types: what a request names ([`authority`], [`context_token`]),
 //! what an endpoint is ([`endpoint`]) and what is kept of a pod
-//! ([`pod`]) and of an EndpointSlice ([`slice`]), where a Service's endpoints come
+//! ([`pod`]) and of an EndpointSlice ([`slice`](mod@slice)), where a Service's endpoints come
 //! from ([`discovery`]), how a stream's view of a Service
 //! port is filtered ([`filter`]) and what a ServiceProfile says ([`profile`]).
 

@@ -117,7 +117,10 @@ pub fn vendored_h2(cargo: &str) -> anyhow::Result<()> {
             .current_dir(root.join("vendor"))
             .status()?;
         if !status.success() {
-            bail!("the tests of vendor/h2 failed: cargo test {} ({status})", args.join(" "));
+            bail!(
+                "the tests of vendor/h2 failed: cargo test {} ({status})",
+                args.join(" ")
+            );
         }
     }
     Ok(())

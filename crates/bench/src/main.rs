@@ -4,6 +4,7 @@
 
 mod common;
 mod destination;
+mod ends;
 mod floor;
 mod overload;
 mod policy;

@@ -9,10 +9,10 @@ pub fn deploy_dir() -> PathBuf {
 }
 
 /// `command` followed by `args` of a container of the linkerd-destination
-/// Deployment in `deploy/base/destination.yaml`, as the kubelet passes
+/// Deployment in `deploy/base/pod/destination.yaml`, as the kubelet passes
 /// them to the image (an empty command: `args[0]` is the program).
 pub fn destination_pod_command(container: &str) -> Vec<String> {
-    let path = deploy_dir().join("base/destination.yaml");
+    let path = deploy_dir().join("base/pod/destination.yaml");
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
     let deployment: serde_json::Value =

@@ -17,6 +17,17 @@ use linkerd2_proxy_api::destination::{
 use test_support::{ServerProcess, TestEnv, free_addr};
 use tonic::{Streaming, transport::Channel};
 
+/// A writer writes the slices of every namespace's Services (its Lease is
+/// per control plane, here per test namespace): the tests that run one, or
+/// check that none runs, take turns, so two writers never write for the
+/// same Service.
+pub static WRITERS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Planes started with `deploy/`'s arguments take the writers' Leases in
+/// `linkerd` (the chart's control-plane namespace); the tests that start
+/// one, or check that none is taken there, take turns.
+pub static LINKERD_LEASES: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// How long a stream may take to show a change.
 pub const TIMEOUT: Duration = Duration::from_secs(30);
 

@@ -136,12 +136,16 @@ pub async fn connect(side: &Side) -> Result<Conns, Unreachable> {
     })
 }
 
-/// An error and its causes, `: `-separated.
+/// An error and its causes, `: `-separated (a cause its error already
+/// says is not repeated).
 fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {
-        text.push_str(&format!(": {cause}"));
+        let cause_text = cause.to_string();
+        if !text.ends_with(&cause_text) {
+            text.push_str(&format!(": {cause_text}"));
+        }
         source = cause.source();
     }
     text

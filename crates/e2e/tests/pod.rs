@@ -298,10 +298,7 @@ async fn webhooks_refuse_invalid_objects_through_their_services() {
 async fn inbound_policy_for_a_real_pod() {
     let cluster = Cluster::from_env().await;
     let ns = cluster.namespace("e2e-inbound").await;
-    let meshed = [(
-        "linkerd.io/control-plane-ns",
-        cluster.control_plane_ns.as_str(),
-    )];
+    let meshed = cluster.meshed_label();
     cluster.kubectl_ok(
         &["apply", "-f", "-"],
         Some(&http_workload(&cluster, &ns.name, "api", 1, &meshed)),
@@ -593,10 +590,7 @@ spec:
 async fn the_shadow_beside_the_pod_compares_clean() {
     let cluster = Cluster::from_env().await;
     let ns = cluster.namespace("e2e-shadow").await;
-    let meshed = [(
-        "linkerd.io/control-plane-ns",
-        cluster.control_plane_ns.as_str(),
-    )];
+    let meshed = cluster.meshed_label();
     for (app, replicas) in [("web", 2), ("client", 1)] {
         cluster.kubectl_ok(
             &["apply", "-f", "-"],

@@ -18,7 +18,7 @@ use kube::api::ListParams;
 use test_support::{TestEnv, eventually, free_addr};
 
 use crate::{
-    common::LINKERD_LEASES,
+    common::{LINKERD_LEASES, WEB_SERVER_AND_ROUTE},
     planes::{Manifest, Plane, PlaneSpec, start_plane},
 };
 
@@ -58,17 +58,6 @@ spec:
       timeout: 2s
   retryBudget: {retryRatio: 0.2, minRetriesPerSecond: 10, ttl: 10s}
 ---
-apiVersion: policy.linkerd.io/v1beta3
-kind: Server
-metadata:
-  name: web-http
-spec:
-  podSelector:
-    matchLabels: {app: web}
-  port: http
-  proxyProtocol: HTTP/1
-  accessPolicy: deny
----
 apiVersion: policy.linkerd.io/v1alpha1
 kind: MeshTLSAuthentication
 metadata:
@@ -101,15 +90,6 @@ spec:
   requiredAuthenticationRefs:
     - {group: policy.linkerd.io, kind: NetworkAuthentication, name: pods}
 ---
-apiVersion: policy.linkerd.io/v1beta3
-kind: HTTPRoute
-metadata:
-  name: web-api
-spec:
-  parentRefs: [{group: policy.linkerd.io, kind: Server, name: web-http}]
-  rules:
-    - matches: [{path: {type: PathPrefix, value: /api}, method: GET}]
----
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata:
@@ -123,9 +103,10 @@ spec:
     - backendRefs: [{name: web, port: 80}]
 ";
 
-/// The fixture's objects and pods, and their EndpointSlices filled in.
+/// The fixture's objects (with the Server and route of
+/// [`WEB_SERVER_AND_ROUTE`]) and pods, and their EndpointSlices filled in.
 async fn fixture(env: &TestEnv) {
-    let yaml = FIXTURE.replace("NS", &env.ns);
+    let yaml = format!("{WEB_SERVER_AND_ROUTE}---\n{FIXTURE}").replace("NS", &env.ns);
     let (ok, out) = env
         .cluster()
         .kubectl(&["apply", "-n", &env.ns, "-f", "-"], Some(&yaml));

@@ -16,7 +16,7 @@ use linkerd2_proxy_api::inbound::{
 use test_support::{TestEnv, eventually, next_matching};
 
 use crate::{
-    common::{LINKERD_LEASES, WRITERS},
+    common::{LINKERD_LEASES, WEB_SERVER_AND_ROUTE, WRITERS},
     planes::{Manifest, Plane, PlaneSpec, start_plane},
 };
 
@@ -39,25 +39,6 @@ spec:
     serverName: vm-0.cluster.local
   ports: [{name: http, port: 8080}]
   workloadIPs: [{ip: 192.0.2.20}]
----
-apiVersion: policy.linkerd.io/v1beta3
-kind: Server
-metadata:
-  name: web-http
-spec:
-  podSelector:
-    matchLabels: {app: web}
-  port: http
-  proxyProtocol: HTTP/1
----
-apiVersion: policy.linkerd.io/v1beta3
-kind: HTTPRoute
-metadata:
-  name: web-api
-spec:
-  parentRefs: [{group: policy.linkerd.io, kind: Server, name: web-http}]
-  rules:
-    - matches: [{path: {type: PathPrefix, value: /api}}]
 ";
 
 /// How long a writer has to act (it leads at once: no Lease is held).
@@ -148,9 +129,10 @@ async fn the_shadow_writes_nothing_and_takes_no_lease() {
     let _leases = LINKERD_LEASES.lock().await;
     env.cluster().ensure_crds();
     env.cluster().install_shadow_rbac();
+    let yaml = format!("{WEB_SERVER_AND_ROUTE}---\n{FIXTURE}");
     let (ok, out) = env
         .cluster()
-        .kubectl(&["apply", "-n", &env.ns, "-f", "-"], Some(FIXTURE));
+        .kubectl(&["apply", "-n", &env.ns, "-f", "-"], Some(&yaml));
     assert!(ok, "{out}");
     let web = env
         .pod("web-0")

@@ -14,6 +14,8 @@ use std::{collections::BTreeMap, net::SocketAddr, time::Duration};
 mod compare;
 mod explain;
 mod forward;
+#[cfg(test)]
+mod test_messages;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};

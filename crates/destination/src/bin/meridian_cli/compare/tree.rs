@@ -446,7 +446,6 @@ mod tests {
     use linkerd2_proxy_api::{
         destination::{ProtocolHint, WeightedAddr, protocol_hint},
         inbound::{self, Authz, Network, authn},
-        meta::{Metadata, Resource, metadata},
         net::{IpAddress, IpNetwork, TcpAddress, ip_address},
     };
 
@@ -480,14 +479,7 @@ mod tests {
                 )),
             }),
             labels: [("name".to_string(), name.to_string())].into(),
-            metadata: Some(Metadata {
-                kind: Some(metadata::Kind::Resource(Resource {
-                    group: "policy.linkerd.io".into(),
-                    kind: "AuthorizationPolicy".into(),
-                    name: name.into(),
-                    ..Default::default()
-                })),
-            }),
+            metadata: Some(crate::test_messages::authorization_policy(name)),
         }
     }
 

@@ -2,7 +2,7 @@
 //! `linkerd2-proxy-api` crate ships, at the version this package is built
 //! with) for `meridian-cli compare`, which decodes both control planes'
 //! answers by field name. The crate's sources are found through `cargo
-//! metadata` (offline, from the lockfile), so nothing is copied into this
+//! metadata` (from the lockfile), so nothing is copied into this
 //! repository; protox compiles them, with no `protoc` on the machine.
 
 use std::{path::PathBuf, process::Command};
@@ -14,12 +14,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?).join("Cargo.toml");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let target = std::env::var("TARGET")?;
-    let output = Command::new(cargo)
-        .args(["metadata", "--format-version=1", "--offline", "--locked"])
-        .args(["--filter-platform", &target])
-        .arg("--manifest-path")
-        .arg(&manifest)
-        .output()?;
+    let metadata = |offline: bool| {
+        let mut command = Command::new(&cargo);
+        command
+            .args(["metadata", "--format-version=1", "--locked"])
+            .args(["--filter-platform", &target])
+            .arg("--manifest-path")
+            .arg(&manifest);
+        if offline {
+            command.arg("--offline");
+        }
+        command.output()
+    };
+    // Offline first (everything this build needs is downloaded); the
+    // workspace's other members may need packages this build did not
+    // download (e.g. `cargo build --bin destination` in a fresh container).
+    let mut output = metadata(true)?;
+    if !output.status.success() {
+        output = metadata(false)?;
+    }
     if !output.status.success() {
         return Err(format!(
             "cargo metadata failed: {}",

@@ -312,3 +312,134 @@ fn difference_json(d: &Difference) -> serde_json::Value {
         "b": d.b.as_ref().map(Node::to_json),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::compare::{
+        judge,
+        question::{Question, Request},
+    };
+
+    fn question(api: Api, target: &str) -> Question {
+        Question {
+            api,
+            target: target.into(),
+            request: Request::Destination {
+                path: target.into(),
+                token: String::new(),
+            },
+            client: "shop/meridian-compare".into(),
+            age: None,
+        }
+    }
+
+    fn compared(question: Question, a: Answer, b: Answer) -> Compared {
+        let verdict = judge(&question, &a, &b);
+        Compared {
+            question,
+            a,
+            b,
+            verdict,
+            divergence: None,
+        }
+    }
+
+    fn fields(entries: &[(&str, Node)]) -> Node {
+        Node::Fields(
+            entries
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect(),
+        )
+    }
+
+    fn side(name: &'static str) -> Side {
+        Side {
+            name,
+            destination: format!("http://{name}:8086"),
+            policy: format!("http://{name}:8090"),
+            via: None,
+        }
+    }
+
+    #[test]
+    fn table_blocks_known_and_failed_on_one_side() {
+        let profile = |opaque| Answer::Value(fields(&[("opaque_protocol", Node::Bool(opaque))]));
+        let silent_get = Answer::Value(fields(&[("addrs", Node::Set(BTreeMap::new()))]));
+        let no_endpoints = Answer::Value(fields(&[
+            ("addrs", Node::Set(BTreeMap::new())),
+            ("no_endpoints", fields(&[("exists", Node::Bool(true))])),
+        ]));
+        let results = vec![
+            compared(
+                question(Api::GetProfile, "db.shop.svc.cluster.local:3306"),
+                profile(true),
+                profile(false),
+            ),
+            compared(
+                question(Api::GetProfile, "web.shop.svc.cluster.local:80"),
+                profile(false),
+                profile(false),
+            ),
+            compared(
+                question(Api::Get, "empty.shop.svc.cluster.local:80"),
+                silent_get,
+                no_endpoints,
+            ),
+            compared(
+                question(Api::Inbound, "shop/web-0:8080"),
+                Answer::Status {
+                    code: tonic::Code::NotFound,
+                    message: "unknown server".into(),
+                },
+                profile(false),
+            ),
+        ];
+        let text = text((&side("a"), &side("b")), &results, 0, false);
+        let want = "a: destination http://a:8086, policy http://a:8090
+b: destination http://b:8086, policy http://b:8090
+
+API                                 asked  equal  different  known  not asked  failed on one side
+Destination.Get                         1      0          0      1          0  0
+Destination.GetProfile                  2      1          1      0          0  0
+OutboundPolicies.Watch                  0      0          0      0          0  0
+InboundServerPolicies.WatchPort         1      0          0      0          0  1 (a: NotFound ×1)
+total                                   4      1          1      1          0  1 (a: NotFound ×1)
+
+== differences (2)
+
+Destination.GetProfile db.shop.svc.cluster.local:3306  (as shop/meridian-compare)
+  opaque_protocol
+    a: true
+    b: false
+
+InboundServerPolicies.WatchPort shop/web-0:8080  (as shop/meridian-compare)
+  (answer)
+    a: {code: NotFound, message: \"unknown server\"}
+    b: {opaque_protocol: false}
+
+== known, deliberate differences (1; README.md, \"Where Meridian differs from Linkerd\"; not counted without --strict)
+
+Destination.Get empty.shop.svc.cluster.local:80  (as shop/meridian-compare)
+  get-no-endpoints (\"Fail fast\"): side b answers as Meridian: for a Service with no ready endpoints Meridian sends NoEndpoints; the original sends nothing (or removes what it sent)
+  no_endpoints
+    a: (absent)
+    b: {exists: true}
+";
+        assert_eq!(text, want);
+        let json = json((&side("a"), &side("b")), &results, 0, 1);
+        assert_eq!(json["summary"]["total"]["failed_on_one_side"], 1);
+        assert_eq!(json["results"][2]["known"]["meridian_side"], "b");
+        assert_eq!(
+            json["results"][0]["differences"][0]["path"],
+            "opaque_protocol"
+        );
+        assert!(
+            json["results"][1].get("differences").is_none(),
+            "equal results are short"
+        );
+    }
+}

@@ -82,22 +82,13 @@ mod tests {
 
     use super::*;
 
-    fn fields(entries: &[(&str, Node)]) -> Node {
-        Node::Fields(
-            entries
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.clone()))
-                .collect(),
-        )
-    }
-
     fn s(text: &str) -> Node {
         Node::Str(text.into())
     }
 
     #[test]
     fn equal_trees_have_no_difference() {
-        let t = fields(&[("a", Node::Bool(true)), ("b", Node::List(vec![s("x")]))]);
+        let t = Node::fields(&[("a", Node::Bool(true)), ("b", Node::List(vec![s("x")]))]);
         assert!(diff(&t, &t.clone()).is_empty());
     }
 
@@ -106,28 +97,31 @@ mod tests {
         let set = |keys: &[&str]| {
             Node::Set(
                 keys.iter()
-                    .map(|k| (k.to_string(), fields(&[("weight", Node::Uint(1))])))
+                    .map(|k| (k.to_string(), Node::fields(&[("weight", Node::Uint(1))])))
                     .collect(),
             )
         };
         let map = |v: &str| Node::Map(BTreeMap::from([("app".to_string(), s(v))]));
-        let a = fields(&[
+        let a = Node::fields(&[
             ("opaque_protocol", Node::Bool(true)),
             (
                 "protocol",
-                fields(&[(
+                Node::fields(&[(
                     "http1",
-                    fields(&[("routes", Node::List(vec![s("r0"), s("r1")]))]),
+                    Node::fields(&[("routes", Node::List(vec![s("r0"), s("r1")]))]),
                 )]),
             ),
             ("addrs", set(&["10.0.0.1:80", "10.0.0.2:80"])),
             ("labels", map("web")),
         ]);
-        let b = fields(&[
+        let b = Node::fields(&[
             ("opaque_protocol", Node::Bool(false)),
             (
                 "protocol",
-                fields(&[("http1", fields(&[("routes", Node::List(vec![s("r0")]))]))]),
+                Node::fields(&[(
+                    "http1",
+                    Node::fields(&[("routes", Node::List(vec![s("r0")]))]),
+                )]),
             ),
             ("addrs", set(&["10.0.0.1:80"])),
             ("labels", map("db")),
@@ -154,10 +148,10 @@ mod tests {
 
     #[test]
     fn a_oneof_switch_is_one_difference_per_member() {
-        let a = fields(&[("protocol", fields(&[("opaque", fields(&[]))]))]);
-        let b = fields(&[(
+        let a = Node::fields(&[("protocol", Node::fields(&[("opaque", Node::fields(&[]))]))]);
+        let b = Node::fields(&[(
             "protocol",
-            fields(&[("detect", fields(&[("timeout", s("10s"))]))]),
+            Node::fields(&[("detect", Node::fields(&[("timeout", s("10s"))]))]),
         )]);
         let paths: Vec<String> = diff(&a, &b).into_iter().map(|d| d.path).collect();
         assert_eq!(paths, ["protocol.detect", "protocol.opaque"]);

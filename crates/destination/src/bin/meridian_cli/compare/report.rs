@@ -347,15 +347,6 @@ mod tests {
         }
     }
 
-    fn fields(entries: &[(&str, Node)]) -> Node {
-        Node::Fields(
-            entries
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.clone()))
-                .collect(),
-        )
-    }
-
     fn side(name: &'static str) -> Side {
         Side {
             name,
@@ -367,11 +358,15 @@ mod tests {
 
     #[test]
     fn table_blocks_known_and_failed_on_one_side() {
-        let profile = |opaque| Answer::Value(fields(&[("opaque_protocol", Node::Bool(opaque))]));
-        let silent_get = Answer::Value(fields(&[("addrs", Node::Set(BTreeMap::new()))]));
-        let no_endpoints = Answer::Value(fields(&[
+        let profile =
+            |opaque| Answer::Value(Node::fields(&[("opaque_protocol", Node::Bool(opaque))]));
+        let silent_get = Answer::Value(Node::fields(&[("addrs", Node::Set(BTreeMap::new()))]));
+        let no_endpoints = Answer::Value(Node::fields(&[
             ("addrs", Node::Set(BTreeMap::new())),
-            ("no_endpoints", fields(&[("exists", Node::Bool(true))])),
+            (
+                "no_endpoints",
+                Node::fields(&[("exists", Node::Bool(true))]),
+            ),
         ]));
         let results = vec![
             compared(

@@ -432,6 +432,17 @@ impl Node {
         }
     }
 
+    /// A message of these fields (for tests).
+    #[cfg(test)]
+    pub fn fields(entries: &[(&str, Node)]) -> Node {
+        Node::Fields(
+            entries
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect(),
+        )
+    }
+
     /// A message's field, if this is a message that has it.
     pub fn field(&self, name: &str) -> Option<&Node> {
         match self {

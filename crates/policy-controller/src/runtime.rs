@@ -158,30 +158,38 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     // The gRPC APIs answer nothing before every cache has synced once.
     let synced = meridian_runtime::readiness::initial_sync(caches);
 
-    // The status writer: only the Lease holder writes.
-    let claimant = std::env::var("HOSTNAME")
-        .ok()
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(generated_claimant);
-    let patch_timeout = Duration::from_millis(args.patch_timeout_ms);
-    let (leader_tx, leader_rx) = tokio::sync::watch::channel(false);
-    let lease_params = lease::params(&args.control_plane_namespace, &claimant, patch_timeout);
-    tokio::spawn(lease::run(
-        client.clone(),
-        lease_params,
-        leader_tx,
-        shutdown.clone(),
-    ));
-    let writer = StatusWriter {
-        client: client.clone(),
-        index: status_index,
-        leader: leader_rx,
-        synced: status_synced,
-        gateway: active,
-        patch_timeout,
-        metrics: status_metrics,
-    };
-    tokio::spawn(writer.run(shutdown.clone()));
+    // The status writer: only the Lease holder writes (and none with
+    // --status-writer-disabled, a shadow's flag).
+    if args.status_writer_disabled {
+        tracing::info!(
+            "--status-writer-disabled: writing no status and taking no {} Lease",
+            lease::LEASE_NAME
+        );
+    } else {
+        let claimant = std::env::var("HOSTNAME")
+            .ok()
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(generated_claimant);
+        let patch_timeout = Duration::from_millis(args.patch_timeout_ms);
+        let (leader_tx, leader_rx) = tokio::sync::watch::channel(false);
+        let lease_params = lease::params(&args.control_plane_namespace, &claimant, patch_timeout);
+        tokio::spawn(lease::run(
+            client.clone(),
+            lease_params,
+            leader_tx,
+            shutdown.clone(),
+        ));
+        let writer = StatusWriter {
+            client: client.clone(),
+            index: status_index,
+            leader: leader_rx,
+            synced: status_synced,
+            gateway: active,
+            patch_timeout,
+            metrics: status_metrics,
+        };
+        tokio::spawn(writer.run(shutdown.clone()));
+    }
 
     let grpc_listener = tokio::net::TcpListener::bind(args.grpc_addr)
         .await

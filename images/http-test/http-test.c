@@ -15,11 +15,19 @@
  * `http-test ready fail|ok [PORT]` flips the readiness of the server running
  * beside it (for `kubectl exec`, since the image has no shell).
  *
+ * `http-test get HOST[:PORT][/PATH]` is the client side, as an app calls a
+ * Service by name: HOST is resolved by the libc resolver with the pod's
+ * /etc/resolv.conf (search paths, ndots), each address is tried in order,
+ * and the body of `GET PATH` is printed. Exits 0 on a 200, 1 on another
+ * status or a failed connection, 2 when the name does not resolve; the
+ * address used (or the resolver's error) goes to stderr.
+ *
  * Requests are served one at a time with short socket timeouts: enough for
  * probes and tests. Built statically, so the image is this one file.
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -132,9 +140,90 @@ static int flip(const char *what, const char *port_text) {
     return strncmp(reply, "HTTP/1.1 200", 12) == 0 ? 0 : 1;
 }
 
+/* `http-test get HOST[:PORT][/PATH]`: GET from a server found by name. */
+static int get(const char *target) {
+    char host[256], port[8] = "80", path[1024] = "/";
+    const char *slash = strchr(target, '/');
+    size_t host_len = slash ? (size_t)(slash - target) : strlen(target);
+    if (host_len == 0 || host_len >= sizeof host || (slash && strlen(slash) >= sizeof path)) {
+        fprintf(stderr, "usage: http-test get HOST[:PORT][/PATH]\n");
+        return 2;
+    }
+    memcpy(host, target, host_len);
+    host[host_len] = '\0';
+    if (slash) {
+        strcpy(path, slash);
+    }
+    char *colon = strrchr(host, ':');
+    if (colon) {
+        *colon = '\0';
+        snprintf(port, sizeof port, "%d", port_from(colon + 1));
+    }
+    /* Linked statically, getaddrinfo still works in this FROM-scratch
+     * image: glibc 2.34+ has its files and dns lookups built in (the
+     * linker's warning is about other NSS modules, which are not used). */
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *found;
+    int error = getaddrinfo(host, port, &hints, &found);
+    if (error != 0) {
+        fprintf(stderr, "http-test: %s does not resolve: %s\n", host, gai_strerror(error));
+        return 2;
+    }
+    int fd = -1;
+    char address[INET6_ADDRSTRLEN] = "";
+    struct timeval timeout = {.tv_sec = 5};
+    for (struct addrinfo *ai = found; ai && fd < 0; ai = ai->ai_next) {
+        const void *ip = ai->ai_family == AF_INET
+                             ? (const void *)&((struct sockaddr_in *)ai->ai_addr)->sin_addr
+                             : (const void *)&((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr;
+        inet_ntop(ai->ai_family, ip, address, sizeof address);
+        fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
+        if (fd < 0) {
+            continue;
+        }
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
+        if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
+            fprintf(stderr, "http-test: connecting to %s port %s: %s\n", address, port, strerror(errno));
+            close(fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo(found);
+    if (fd < 0) {
+        return 1;
+    }
+    fprintf(stderr, "http-test: %s resolved, connected to %s port %s\n", host, address, port);
+    char request[1400];
+    int n = snprintf(request, sizeof request, "GET %s HTTP/1.0\r\nHost: %s\r\n\r\n", path, host);
+    if (write(fd, request, (size_t)n) != n) {
+        perror("http-test: write");
+        close(fd);
+        return 1;
+    }
+    char reply[8192];
+    size_t len = 0;
+    ssize_t got;
+    while (len < sizeof reply - 1 && (got = read(fd, reply + len, sizeof reply - 1 - len)) > 0) {
+        len += (size_t)got;
+    }
+    close(fd);
+    reply[len] = '\0';
+    int status = 0;
+    if (sscanf(reply, "HTTP/%*s %d", &status) != 1) {
+        fprintf(stderr, "http-test: no HTTP response from %s\n", address);
+        return 1;
+    }
+    char *body = strstr(reply, "\r\n\r\n");
+    fputs(body ? body + 4 : "", stdout);
+    return status == 200 ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
     if (argc >= 3 && strcmp(argv[1], "ready") == 0) {
         return flip(argv[2], argc >= 4 ? argv[3] : getenv("PORT"));
+    }
+    if (argc == 3 && strcmp(argv[1], "get") == 0) {
+        return get(argv[2]);
     }
     int port = port_from(getenv("PORT"));
     if (getenv("START_UNREADY")) {

@@ -1,5 +1,7 @@
 //! `cargo xtask bench <name>`: builds the servers and the benchmark client in
 //! release mode, then runs `meridian-bench <name>`, which prints figures.
+//! `cargo xtask bench h2-ab [--runs N] [--no-hog] [destination flags]`: the
+//! destination benchmark with and without the h2 patch ([`crate::h2_ab`]).
 
 use std::process::Command;
 
@@ -10,8 +12,9 @@ use crate::paths::workspace_root;
 
 #[derive(Args)]
 pub struct BenchArgs {
-    /// Which benchmark: destination, policy, cluster-size, sp-validator or
-    /// overload.
+    /// Which benchmark: destination, policy, cluster-size, sp-validator,
+    /// overload, or h2-ab (the destination benchmark with and without the h2
+    /// patch, `--runs N` times each, default 10).
     pub name: String,
     /// Arguments for the benchmark (see `meridian-bench <name> --help`).
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -40,10 +43,17 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     if !status.success() {
         bail!("cargo build --release failed with {status}");
     }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
+    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
         .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("target"))
-        .join("release");
+        .unwrap_or_else(|| workspace_root().join("target"));
+    if args.name == "h2-ab" {
+        return crate::h2_ab::run(
+            crate::h2_ab::AbArgs::parse(&args.args)?,
+            &target_dir,
+            &cargo,
+        );
+    }
+    let target = target_dir.join("release");
     let mut bench = Command::new(target.join("meridian-bench"));
     bench.arg(&args.name);
     match args.name.as_str() {
@@ -92,7 +102,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         }
         other => {
             bail!(
-                "unknown benchmark {other:?}: destination, policy, cluster-size, sp-validator or overload"
+                "unknown benchmark {other:?}: destination, policy, cluster-size, sp-validator, overload or h2-ab"
             )
         }
     }

@@ -2,15 +2,17 @@
 //!
 //! `cluster up` starts the kubelet-less control plane in the background;
 //! `cluster up --real-node` runs it with a real node (containerd, kubelet,
-//! kube-proxy, kube-scheduler) in the foreground until Ctrl-C or
-//! `cluster down`, then undoes every change to the host.
+//! kube-proxy, kube-scheduler, the cluster DNS) in the foreground until
+//! Ctrl-C or `cluster down`, then undoes every change to the host.
 
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::Subcommand;
 use local_cluster::{
-    Cluster, ClusterOptions, ClusterState, KubeBinaries, Lifetime, images::Docker, real_node,
+    Cluster, ClusterOptions, ClusterState, KubeBinaries, Lifetime,
+    images::Docker,
+    real_node::{self, dns},
 };
 
 use crate::paths::cluster_dir;
@@ -25,7 +27,7 @@ pub enum ClusterCommand {
         /// Run a real node: containerd, kubelet, kube-proxy, kube-scheduler (needs root and `.ci/install-node-deps`).
         #[arg(long)]
         real_node: bool,
-        /// Docker images to load into the real node (the pause and HTTP test images always are).
+        /// Docker images to load into the real node (the pause, CoreDNS, HTTP test and dnsutils images always are).
         #[arg(long = "image")]
         images: Vec<String>,
     },
@@ -140,9 +142,16 @@ fn up_real_node(extra_images: Vec<String>) -> anyhow::Result<()> {
     let bins = build()?;
     let docker = Docker::locate();
     docker.check_daemon()?;
-    let http_test =
-        local_cluster::images::ensure_http_test(&docker, &|l| eprintln!("[images] {l}"))?;
-    let mut images = vec![http_test.reference.clone(), http_test.dev.clone()];
+    let progress = |l: &str| eprintln!("[images] {l}");
+    let http_test = local_cluster::images::ensure_http_test(&docker, &progress)?;
+    let base = local_cluster::images::ensure_base(&docker, &progress)?;
+    let dnsutils = local_cluster::images::ensure_dnsutils(&docker, &base, &progress)?;
+    let mut images = vec![
+        http_test.reference.clone(),
+        http_test.dev.clone(),
+        dnsutils.reference.clone(),
+        dnsutils.dev.clone(),
+    ];
     images.extend(extra_images);
     let started = Instant::now();
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -153,7 +162,7 @@ fn up_real_node(extra_images: Vec<String>) -> anyhow::Result<()> {
         options.real_node = true;
         options.node_images = images;
         println!(
-            "starting etcd, kube-apiserver ({}), kube-controller-manager, kube-scheduler, containerd, kubelet and kube-proxy (logs in {})",
+            "starting etcd, kube-apiserver ({}), kube-controller-manager, kube-scheduler, containerd, kubelet, kube-proxy and CoreDNS (logs in {})",
             real_node::BRIDGE_IP,
             dir.join("logs").display()
         );
@@ -162,7 +171,7 @@ fn up_real_node(extra_images: Vec<String>) -> anyhow::Result<()> {
         state.owner_pid = Some(std::process::id());
         state.save()?;
         println!(
-            "local cluster {} with node {} Ready at {} in {:.1}s",
+            "local cluster {} with node {} Ready, cluster DNS answering, at {} in {:.1}s",
             state.kubernetes_version,
             real_node::NODE_NAME,
             state.apiserver_url,
@@ -176,6 +185,15 @@ fn up_real_node(extra_images: Vec<String>) -> anyhow::Result<()> {
             real_node::POD_CIDR,
             real_node::BRIDGE,
             real_node::SERVICE_CIDR
+        );
+        println!(
+            "  DNS: {}/{} at {} for {} (CoreDNS; nothing forwarded); try: kubectl run -it --rm dns --image={} --image-pull-policy=Never -- nslookup kubernetes.default.svc.{}",
+            dns::DNS_NAMESPACE,
+            dns::DNS_SERVICE,
+            dns::CLUSTER_DNS_IP,
+            dns::CLUSTER_DOMAIN,
+            dnsutils.dev,
+            dns::CLUSTER_DOMAIN,
         );
         println!("export KUBECONFIG={}", state.kubeconfig.display());
         println!("Ctrl-C (or `cargo xtask cluster down`) stops everything and cleans up.");

@@ -2,8 +2,9 @@
 //! up a cluster (the local real node by default, `--kind`, or any
 //! `--kubeconfig` with a `--registry`), installs `deploy/` with its webhook
 //! certificates, waits until every container of the pod is Ready by its
-//! real probes, runs the suite of `crates/e2e`, and tears the local cluster
-//! down.
+//! real probes, runs the suites of `crates/e2e` (`pod`: the Meridian pod;
+//! `dns`: pods resolving Services through the cluster DNS), and tears the
+//! local cluster down.
 //!
 //! `install` is shared with `cargo xtask up --real-node`.
 
@@ -17,7 +18,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 use local_cluster::{
     Cluster, ClusterOptions, Lifetime,
-    images::{CONTROLLER_REPO, DEV_TAG, Docker, HTTP_TEST_REPO},
+    images::{CONTROLLER_REPO, DEV_TAG, Docker},
 };
 
 use crate::{
@@ -69,18 +70,18 @@ pub fn run(args: E2eArgs) -> anyhow::Result<()> {
         profile: args.profile.clone(),
         no_controller: false,
     })?;
-    step(started, "building the e2e suite");
-    let suite = build_suite()?;
+    step(started, "building the e2e suites");
+    let suites = build_suites()?;
     let kubectl = bins.kubectl();
 
     if args.kind {
         let kubeconfig = kind_cluster(&args.kind_name, &built)?;
         install(&kubectl, &kubeconfig, None, started)?;
-        return run_suite(
-            &suite,
+        return run_suites(
+            &suites,
             &kubectl,
             &kubeconfig,
-            &images(None),
+            &images(None, &built),
             &args.test_args,
         );
     }
@@ -88,11 +89,11 @@ pub fn run(args: E2eArgs) -> anyhow::Result<()> {
         let registry = args.registry.as_deref();
         push_images(registry.unwrap_or_default(), &built)?;
         install(&kubectl, kubeconfig, registry, started)?;
-        return run_suite(
-            &suite,
+        return run_suites(
+            &suites,
             &kubectl,
             kubeconfig,
-            &images(registry),
+            &images(registry, &built),
             &args.test_args,
         );
     }
@@ -105,12 +106,12 @@ pub fn run(args: E2eArgs) -> anyhow::Result<()> {
     let cluster = start_real_node(&runtime, &dir, bins, &built, started)?;
     let kubeconfig = cluster.kubeconfig_path().to_path_buf();
     let result = install(&kubectl, &kubeconfig, None, started).and_then(|()| {
-        step(started, "running the suite");
-        run_suite(
-            &suite,
+        step(started, "running the suites");
+        run_suites(
+            &suites,
             &kubectl,
             &kubeconfig,
-            &images(None),
+            &images(None, &built),
             &args.test_args,
         )
     });
@@ -153,27 +154,43 @@ fn start_real_node(
     Ok(runtime.block_on(Cluster::start_with(options, bins))?)
 }
 
-/// The image references the manifests and the suite use.
+/// The images the suite's workloads run.
 struct SuiteImages {
-    controller: String,
     http_test: String,
+    dnsutils: String,
 }
 
-fn images(registry: Option<&str>) -> SuiteImages {
+/// The suite's workloads run the images this run built by their key tags:
+/// `:dev` is shared by every checkout using the host's Docker and may point
+/// elsewhere by the time the node loads it (the release build takes long).
+/// The controller keeps `:dev`, the tag `deploy/` names; it is built just
+/// before the node starts.
+fn images(registry: Option<&str>, built: &BuiltImages) -> SuiteImages {
     let prefix = registry.map(|r| format!("{r}/")).unwrap_or_default();
     SuiteImages {
-        controller: format!("{prefix}{CONTROLLER_REPO}:{DEV_TAG}"),
-        http_test: format!("{prefix}{HTTP_TEST_REPO}:{DEV_TAG}"),
+        http_test: format!("{prefix}{}", built.http_test.reference),
+        dnsutils: format!("{prefix}{}", built.dnsutils.reference),
     }
 }
 
-/// The images the real node loads into containerd (besides its pause image).
+/// The controller image `deploy/` runs, under `registry` when pushed there.
+fn controller_image(registry: Option<&str>) -> String {
+    let prefix = registry.map(|r| format!("{r}/")).unwrap_or_default();
+    format!("{prefix}{CONTROLLER_REPO}:{DEV_TAG}")
+}
+
+/// The images the real node loads into containerd (besides its pause and
+/// CoreDNS images), as [`images`] names them.
 fn node_images(built: &BuiltImages) -> anyhow::Result<Vec<String>> {
     let controller = built
         .controller
         .as_ref()
         .context("the controller image was not built")?;
-    Ok(vec![controller.dev.clone(), built.http_test.dev.clone()])
+    Ok(vec![
+        controller.dev.clone(),
+        built.http_test.reference.clone(),
+        built.dnsutils.reference.clone(),
+    ])
 }
 
 /// Builds `meridian-cli` (the suite runs `explain` against the real pod);
@@ -206,32 +223,45 @@ fn build_cli() -> anyhow::Result<PathBuf> {
         .context("cargo did not report meridian-cli's executable")
 }
 
-/// Builds the suite's test binary; returns its path.
-fn build_suite() -> anyhow::Result<PathBuf> {
+/// The suites (test targets of `crates/e2e`), in the order they run.
+const SUITES: &[&str] = &["pod", "dns"];
+/// The `dns` suite prints what `getent`/`nslookup` answered in the pods:
+/// shown for passing tests too.
+const SHOWN_OUTPUT: &[&str] = &["dns"];
+
+/// Builds the suites' test binaries; returns their paths in [`SUITES`] order.
+fn build_suites() -> anyhow::Result<Vec<PathBuf>> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut args = vec!["test", "-p", "meridian-e2e"];
+    for suite in SUITES {
+        args.extend(["--test", suite]);
+    }
+    args.extend(["--no-run", "--message-format=json"]);
     let output = Command::new(&cargo)
-        .args([
-            "test",
-            "-p",
-            "meridian-e2e",
-            "--test",
-            "pod",
-            "--no-run",
-            "--message-format=json",
-        ])
+        .args(&args)
         .current_dir(workspace_root())
         .stderr(std::process::Stdio::inherit())
         .output()
         .context("running cargo test --no-run")?;
     if !output.status.success() {
-        bail!("building the e2e suite failed");
+        bail!("building the e2e suites failed");
     }
-    String::from_utf8_lossy(&output.stdout)
+    let messages: Vec<serde_json::Value> = String::from_utf8_lossy(&output.stdout)
         .lines()
-        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-        .filter(|msg| msg["reason"] == "compiler-artifact" && msg["target"]["name"] == "pod")
-        .find_map(|msg| msg["executable"].as_str().map(PathBuf::from))
-        .context("cargo did not report the e2e suite's executable")
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect();
+    SUITES
+        .iter()
+        .map(|suite| {
+            messages
+                .iter()
+                .filter(|msg| {
+                    msg["reason"] == "compiler-artifact" && msg["target"]["name"] == *suite
+                })
+                .find_map(|msg| msg["executable"].as_str().map(PathBuf::from))
+                .with_context(|| format!("cargo did not report the e2e suite {suite}'s executable"))
+        })
+        .collect()
 }
 
 /// Installs `deploy/` (CRDs and the pod without the sidecar), the webhook
@@ -249,7 +279,7 @@ pub fn install(
         Some(_) => {
             let dir = workspace_root().join("target").join("e2e-kustomization");
             std::fs::create_dir_all(&dir)?;
-            let image = images(registry).controller;
+            let image = controller_image(registry);
             let (name, tag) = image.rsplit_once(':').unwrap_or((&image, DEV_TAG));
             std::fs::write(
                 dir.join("kustomization.yaml"),
@@ -317,27 +347,41 @@ pub fn install(
     Ok(())
 }
 
-fn run_suite(
-    suite: &Path,
+/// Runs every suite (each to its end, so that one failing suite does not
+/// hide the other's results).
+fn run_suites(
+    suites: &[PathBuf],
     kubectl: &Path,
     kubeconfig: &Path,
     images: &SuiteImages,
     test_args: &[String],
 ) -> anyhow::Result<()> {
     let cli = build_cli()?;
-    let status = Command::new(suite)
-        .args(["--ignored", "--test-threads=1"])
-        .args(test_args)
-        .env("MERIDIAN_E2E_CLI", cli)
-        .env("MERIDIAN_E2E_KUBECONFIG", kubeconfig)
-        .env("MERIDIAN_E2E_KUBECTL", kubectl)
-        .env("MERIDIAN_E2E_CONTROL_PLANE_NS", NAMESPACE)
-        .env("MERIDIAN_E2E_HTTP_IMAGE", &images.http_test)
-        .current_dir(workspace_root())
-        .status()
-        .context("running the e2e suite")?;
-    if !status.success() {
-        bail!("the e2e suite failed ({status})");
+    let mut failed = Vec::new();
+    for (suite, name) in suites.iter().zip(SUITES) {
+        eprintln!("[e2e] suite {name}");
+        let mut command = Command::new(suite);
+        command.args(["--ignored", "--test-threads=1"]);
+        if SHOWN_OUTPUT.contains(name) {
+            command.arg("--nocapture");
+        }
+        let status = command
+            .args(test_args)
+            .env("MERIDIAN_E2E_CLI", &cli)
+            .env("MERIDIAN_E2E_KUBECONFIG", kubeconfig)
+            .env("MERIDIAN_E2E_KUBECTL", kubectl)
+            .env("MERIDIAN_E2E_CONTROL_PLANE_NS", NAMESPACE)
+            .env("MERIDIAN_E2E_HTTP_IMAGE", &images.http_test)
+            .env("MERIDIAN_E2E_DNSUTILS_IMAGE", &images.dnsutils)
+            .current_dir(workspace_root())
+            .status()
+            .with_context(|| format!("running the e2e suite {name}"))?;
+        if !status.success() {
+            failed.push(format!("{name} ({status})"));
+        }
+    }
+    if !failed.is_empty() {
+        bail!("e2e suites failed: {}", failed.join(", "));
     }
     Ok(())
 }

@@ -1,7 +1,9 @@
 //! `cargo xtask images`: builds the container images with the local Docker
-//! daemon and no registry: the runtime base from Debian packages, the pause
-//! and HTTP test images from C sources, and the Meridian controller image
-//! from binaries cargo builds on the host. Prints `docker images` at the end.
+//! daemon and no registry: the runtime base and the DNS debugging image
+//! (`meridian/dnsutils`) from Debian packages, the pause and HTTP test images
+//! from C sources, and the Meridian controller image from binaries cargo
+//! builds on the host. Prints `docker images` at the end. (The real node's
+//! CoreDNS image is made when a real node first starts.)
 
 use std::{process::Command, time::Instant};
 
@@ -16,7 +18,7 @@ pub struct ImagesArgs {
     /// Cargo profile of the controller image's binaries (`release` or `dev`).
     #[arg(long, default_value = "release")]
     pub profile: String,
-    /// Only the base, pause and HTTP test images (no cargo build).
+    /// Only the base, pause, HTTP test and dnsutils images (no cargo build).
     #[arg(long)]
     pub no_controller: bool,
 }
@@ -26,13 +28,14 @@ pub struct BuiltImages {
     pub base: Image,
     pub pause: Image,
     pub http_test: Image,
+    pub dnsutils: Image,
     pub controller: Option<Image>,
 }
 
 pub fn run(args: ImagesArgs) -> anyhow::Result<()> {
     let built = build(&args)?;
     let docker = Docker::locate();
-    let mut all = vec![&built.base, &built.pause, &built.http_test];
+    let mut all = vec![&built.base, &built.pause, &built.http_test, &built.dnsutils];
     all.extend(built.controller.as_ref());
     println!("{:<48} {:>10} {:>9}", "IMAGE", "SIZE", "BUILD");
     for image in all {
@@ -67,6 +70,7 @@ pub fn build(args: &ImagesArgs) -> anyhow::Result<BuiltImages> {
     let base = images::ensure_base(&docker, &progress)?;
     let pause = images::ensure_pause(&docker, &progress)?;
     let http_test = images::ensure_http_test(&docker, &progress)?;
+    let dnsutils = images::ensure_dnsutils(&docker, &base, &progress)?;
     let controller = if args.no_controller {
         None
     } else {
@@ -108,6 +112,7 @@ pub fn build(args: &ImagesArgs) -> anyhow::Result<BuiltImages> {
         base,
         pause,
         http_test,
+        dnsutils,
         controller,
     })
 }

@@ -1,7 +1,7 @@
 //! `cargo xtask …`: developer and CI entry points.
 //!
 //! - `cluster build|up|down|env|pin`: the local real Kubernetes control plane.
-//! - `bench <name>`: benchmarks (release builds) that print figures.
+//! - `bench <name>`: benchmarks (release builds) that print figures; `bench h2-ab`: the destination benchmark with and without the h2 patch.
 //! - `certs`: webhook TLS Secrets and caBundles for a `deploy/` install.
 //! - `e2e`: the Meridian pod on a real kubelet (or kind, or any cluster) and the e2e suite.
 //! - `gen-crds`: writes `deploy/crds/` from the Rust types.
@@ -15,6 +15,7 @@ mod certs;
 mod cluster;
 mod e2e;
 mod gen_crds;
+mod h2_ab;
 mod images;
 mod imports;
 mod paths;

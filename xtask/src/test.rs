@@ -1,6 +1,8 @@
 //! `cargo xtask test`: every test of the workspace. Builds the control-plane
 //! binaries first (cached), so that the integration tests only start them,
-//! then runs the short soak (`cargo xtask soak`'s fixed-seed run: churn and
+//! then runs the vendored h2's own tests (its unit tests with their HPACK
+//! fixtures, upstream's integration tests and Meridian's, see
+//! [`vendored_h2`]), then the short soak (`cargo xtask soak`'s fixed-seed run: churn and
 //! faults, every stream audited; any stale stream fails), then checks the
 //! documentation's intra-doc links (`cargo doc --no-deps`, broken links as
 //! errors: cheap next to the tests, and catches stale references after a
@@ -50,6 +52,7 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
     if !status.success() {
         bail!("cargo test failed with {status}");
     }
+    vendored_h2(&cargo)?;
     // The binaries `cargo build --workspace --bins` just built (dev profile).
     crate::soak::short("dev")?;
     doc_links(&cargo)?;
@@ -77,6 +80,48 @@ pub fn doc_links(cargo: &str) -> anyhow::Result<()> {
         .status()?;
     if !status.success() {
         bail!("cargo doc found broken intra-doc links ({status})");
+    }
+    Ok(())
+}
+
+/// The tests of `vendor/h2` (outside the workspace, see vendor/README.md),
+/// run as upstream's CI runs them: `cargo test -p h2` (the unit tests, with
+/// their HPACK fixtures, and Meridian's) and `cargo test -p h2-tests`
+/// (upstream's integration tests, which need the `unstable` feature, and
+/// Meridian's), in vendor/'s own workspace, built into `target/vendor`;
+/// then upstream's integration tests again with every builder's
+/// `release_idle_buffers` on (the fork's test feature), but the slow
+/// `hammer` (5,000 runtimes one after the other, about 3 minutes).
+pub fn vendored_h2(cargo: &str) -> anyhow::Result<()> {
+    let root = workspace_root();
+    let runs: [&[&str]; 3] = [
+        &["-p", "h2"],
+        &["-p", "h2-tests"],
+        &[
+            "-p",
+            "h2-tests",
+            "--features",
+            "h2/release-idle-buffers-by-default",
+            "--",
+            "--skip",
+            "hammer",
+        ],
+    ];
+    for args in runs {
+        let status = Command::new(cargo)
+            .arg("test")
+            .arg("--manifest-path")
+            .arg(root.join("vendor/Cargo.toml"))
+            .args(args)
+            .env("CARGO_TARGET_DIR", root.join("target/vendor"))
+            .current_dir(root.join("vendor"))
+            .status()?;
+        if !status.success() {
+            bail!(
+                "the tests of vendor/h2 failed: cargo test {} ({status})",
+                args.join(" ")
+            );
+        }
     }
     Ok(())
 }

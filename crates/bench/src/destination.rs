@@ -354,6 +354,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let changes = changes.since();
     perf.stop();
     observer.abort();
+    crate::ends::phase("teardown of the destination's part", true);
     drop(conns);
     destination.stop(Duration::from_secs(5));
 
@@ -394,11 +395,18 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     );
     fan_out.print("EndpointSlice");
 
+    let mut missed = fan_out.missed();
     if !args.no_baseline {
-        baseline(&work_dir, &config, &plan, args.changes).await?;
+        crate::ends::phase("baseline (trivial server)", false);
+        missed += baseline(&work_dir, &config, &plan, args.changes).await?;
     }
     drop(cluster);
     let _ = std::fs::remove_dir_all(&work_dir);
+    let (streams, connections) = crate::ends::report();
+    // One line for `cargo xtask bench h2-ab` (and anyone) to read.
+    println!(
+        "  summary: missed updates {missed}, unexpected stream ends {streams}, unexpected connection ends {connections}"
+    );
     Ok(())
 }
 
@@ -423,7 +431,7 @@ async fn baseline(
     config: &Config,
     plan: &Plan,
     changes: usize,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<usize> {
     let (mut server, pid, addr) = crate::trivial::start(work_dir).await?;
     let (events_tx, mut events_rx) = mpsc::unbounded_channel::<(usize, Instant)>();
     let (opened, conns) = open_all(addr, pid, config, plan, &events_tx, None).await?;
@@ -435,12 +443,13 @@ async fn baseline(
         let s = k % hot;
         let t0 = Instant::now();
         crate::trivial::fire(&conns[0], GET_PATH, request_frame(s)).await?;
-        let (first, last) =
-            crate::common::arrivals(k, t0, s, opened.per_service[s], &mut events_rx).await?;
-        fan_out.record_arrivals(t0, first, last);
+        let (arrived, missed) =
+            crate::common::arrivals(k, t0, s, opened.per_service[s], &mut events_rx).await;
+        fan_out.record_outcome(t0, arrived, missed);
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let during = mark.since();
+    crate::ends::phase("teardown of the baseline", true);
     drop(conns);
     server.stop(Duration::from_secs(2));
     println!(
@@ -468,7 +477,7 @@ async fn baseline(
     );
     fan_out.print("fire");
     crate::floor::print(config.connections, changes).await?;
-    Ok(())
+    Ok(fan_out.missed())
 }
 
 pub(crate) fn svc_name(i: usize) -> String {

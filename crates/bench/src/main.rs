@@ -5,6 +5,7 @@
 mod cluster_size;
 mod common;
 mod destination;
+mod ends;
 mod floor;
 mod overload;
 mod policy;

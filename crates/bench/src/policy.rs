@@ -233,11 +233,17 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         per_group.first().copied().unwrap_or_default()
     );
     fan_out.print("Server");
-    crate::policy_outbound::run(&args.outbound, &client, &conns, pid).await?;
+    let missed = fan_out.missed()
+        + crate::policy_outbound::run(&args.outbound, &client, &conns, pid).await?;
+    crate::ends::phase("teardown", true);
     drop(conns);
     controller.stop(Duration::from_secs(5));
     drop(cluster);
     let _ = std::fs::remove_dir_all(&work_dir);
+    let (streams, connections) = crate::ends::report();
+    println!(
+        "  summary: missed updates {missed}, unexpected stream ends {streams}, unexpected connection ends {connections}"
+    );
     Ok(())
 }
 

@@ -96,13 +96,14 @@ fn route_object(
     }))?)
 }
 
-/// Runs the outbound part against the controller at `grpc_addr` (pid `pid`).
+/// Runs the outbound part against the controller at `grpc_addr` (pid
+/// `pid`); returns the updates its open streams missed.
 pub async fn run(
     args: &Args,
     client: &kube::Client,
     channels: &[Conn],
     pid: u32,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<usize> {
     let connections = channels.len();
     let services = args.services.max(1);
     let routed = args.routed_services.clamp(1, services);
@@ -219,7 +220,7 @@ pub async fn run(
         per_group.first().copied().unwrap_or_default()
     );
     fan_out.print("HTTPRoute");
-    Ok(())
+    Ok(fan_out.missed())
 }
 
 /// Creates the namespace, the Services and the routes, and waits until the

@@ -13,6 +13,10 @@
 //! under test on the same two cores): a stream sends its request as one
 //! frame and counts the length-prefixed messages it receives, without
 //! decoding them.
+//!
+//! Every stream and connection end is counted with its reason
+//! ([`crate::ends`]): nothing the server or the transport does to a stream
+//! goes unseen.
 
 use std::{
     net::SocketAddr,
@@ -28,6 +32,8 @@ use futures::{StreamExt, TryStreamExt, stream};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::sync::mpsc::UnboundedSender;
+
+use crate::ends;
 
 /// linkerd2-proxy's default HTTP/2 stream window (the protocol default).
 pub const STREAM_WINDOW: u32 = 65_535;
@@ -46,16 +52,28 @@ pub async fn connect(addr: SocketAddr, n: usize) -> anyhow::Result<Vec<Conn>> {
         .await
 }
 
+/// One of the connections a benchmark holds for its whole run: any end
+/// before its teardown phase is unexpected.
 async fn connect_one(addr: SocketAddr) -> anyhow::Result<Conn> {
-    connect_with_windows(addr, STREAM_WINDOW, CONNECTION_WINDOW).await
+    connect_inner(addr, STREAM_WINDOW, CONNECTION_WINDOW, false).await
 }
 
 /// One connection to `addr` with these receive windows instead of the
-/// proxy's (the overload bench's stalled clients use tiny ones).
+/// proxy's (the overload bench's stalled clients use tiny ones), which the
+/// caller lets go when done: its clean close is expected.
 pub async fn connect_with_windows(
     addr: SocketAddr,
     stream_window: u32,
     connection_window: u32,
+) -> anyhow::Result<Conn> {
+    connect_inner(addr, stream_window, connection_window, true).await
+}
+
+async fn connect_inner(
+    addr: SocketAddr,
+    stream_window: u32,
+    connection_window: u32,
+    disposable: bool,
 ) -> anyhow::Result<Conn> {
     let tcp = tokio::net::TcpStream::connect(addr).await?;
     tcp.set_nodelay(true)?;
@@ -66,7 +84,15 @@ pub async fn connect_with_windows(
         .handshake(TokioIo::new(tcp))
         .await?;
     tokio::spawn(async move {
-        let _ = conn.await;
+        match conn.await {
+            // hyper does not tell a GOAWAY(NO_ERROR) from the server from
+            // this client dropping the connection: both are a clean close.
+            Ok(()) => ends::connection_ended(
+                "closed cleanly (the client let go, or GOAWAY NO_ERROR from the server)".into(),
+                disposable,
+            ),
+            Err(error) => ends::connection_ended(ends::describe(&error), false),
+        }
     });
     Ok(tx)
 }
@@ -109,6 +135,22 @@ pub async fn call(conn: &Conn, path: &str, frame: Bytes) -> anyhow::Result<hyper
     Ok(response.into_body())
 }
 
+/// Why a call of [`call`] failed, for [`ends`].
+fn call_failure(error: &anyhow::Error) -> String {
+    match error.downcast_ref::<hyper::Error>() {
+        Some(hyper) => format!("failed to open: {}", ends::describe(hyper)),
+        None => format!("failed to open: {error}"),
+    }
+}
+
+/// The `grpc-status` of trailers (or of a trailers-only response).
+fn grpc_status(headers: &http::HeaderMap) -> String {
+    headers
+        .get("grpc-status")
+        .and_then(|v| v.to_str().ok())
+        .map_or_else(|| "none".to_string(), str::to_string)
+}
+
 /// Reads `body` until its first complete message.
 pub async fn first_message(body: &mut hyper::body::Incoming) -> anyhow::Result<()> {
     let mut messages = Messages::default();
@@ -137,12 +179,30 @@ pub fn open(
     let events = events.clone();
     let ready = ready.clone();
     tokio::spawn(async move {
-        let Ok(mut body) = call(&conn, path, frame).await else {
-            return;
+        let mut body = match call(&conn, path, frame).await {
+            Ok(body) => body,
+            Err(error) => {
+                ends::stream_ended(call_failure(&error), key);
+                return;
+            }
         };
         let mut messages = Messages::default();
         let mut started = false;
-        while let Some(Ok(frame)) = body.frame().await {
+        let mut status = None;
+        let end = loop {
+            let frame = match body.frame().await {
+                Some(Ok(frame)) => frame,
+                Some(Err(error)) => break ends::describe(&error),
+                None => {
+                    break format!(
+                        "ended by the server (grpc-status {})",
+                        status.as_deref().unwrap_or("none")
+                    );
+                }
+            };
+            if let Some(trailers) = frame.trailers_ref() {
+                status = Some(grpc_status(trailers));
+            }
             let Some(data) = frame.data_ref() else {
                 continue;
             };
@@ -156,14 +216,14 @@ pub fn open(
                 ready.fetch_add(1, Ordering::Relaxed);
                 n -= 1;
             }
-            if let Some(key) = key {
-                for _ in 0..n {
-                    if events.send((key, at)).is_err() {
-                        return;
-                    }
-                }
+            if let Some(key) = key
+                && (0..n).any(|_| events.send((key, at)).is_err())
+            {
+                // The benchmark stopped listening: its run is over.
+                break "the benchmark stopped reading".to_string();
             }
-        }
+        };
+        ends::stream_ended(end, key);
     });
 }
 

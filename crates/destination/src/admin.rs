@@ -740,7 +740,7 @@ mod tests {
         let _ = index.write().cluster_for_tests().apply_slice(
             "ns".into(),
             "web-abc".into(),
-            web_slice(&[]),
+            crate::k8s::slices::slice_facts(&web_slice(&[])),
         );
         let report = introspection.run_audit();
         assert!(!report.consistent);

@@ -2,11 +2,13 @@
 //!
 //! # One EndpointSlice event, one file per step
 //!
-//! 1. [`index`]: the watch (`k8s-index`) calls the `Index<EndpointSlice>`
-//!    impl, which stores the slice ([`index::cluster`]'s `apply_slice`
-//!    files it under its Service and says what it [`index::Touched`]: the
-//!    Service it left and the one it joined) and hands that to the
-//!    publishers.
+//! 1. [`index`]: the watch (`k8s-index`) decodes the slice straight into
+//!    the facts the index keeps ([`k8s::slices`]: a typed partial object,
+//!    no `k8s-openapi` `EndpointSlice`) and calls the `Index<SliceObject>`
+//!    impl, which stores them ([`index::cluster`]'s `apply_slice` files
+//!    them under their Service and says what it [`index::Touched`]: the
+//!    Service the slice left and the one it joined, nothing if its facts
+//!    did not change) and hands that to the publishers.
 //! 2. [`index::endpoints`]: each port publisher of a touched Service
 //!    rebuilds its inputs (`translate_endpoints` in [`k8s::endpoints`]: the
 //!    slices and the pods they name → the unfiltered endpoints of the port);

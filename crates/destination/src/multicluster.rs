@@ -34,8 +34,7 @@ use std::{
 use k8s_index::{Index, IndexMetrics, ObjectKey, switch::switching_watch};
 use k8s_openapi::api::{
     apps::v1::ReplicaSet,
-    core::v1::{Node, Pod, Secret, Service},
-    discovery::v1::EndpointSlice,
+    core::v1::{Node, Secret, Service},
 };
 use kube::{
     config::{KubeConfigOptions, Kubeconfig},
@@ -206,13 +205,18 @@ impl ClusterStore {
         let kind = |k: &str| format!("{name}/{k}");
         let watches = [
             switching_watch::<Service, _>(&kind("services"), clients.clone(), index.clone(), m),
-            switching_watch::<EndpointSlice, _>(
+            switching_watch::<crate::k8s::slices::SliceObject, _>(
                 &kind("endpointslices"),
                 clients.clone(),
                 index.clone(),
                 m,
             ),
-            switching_watch::<Pod, _>(&kind("pods"), clients.clone(), index.clone(), m),
+            switching_watch::<crate::k8s::pods::PodObject, _>(
+                &kind("pods"),
+                clients.clone(),
+                index.clone(),
+                m,
+            ),
             switching_watch::<PartialObjectMeta<ReplicaSet>, _>(
                 &kind("replicasets"),
                 clients.clone(),

@@ -70,11 +70,21 @@ pub struct Args {
     #[arg(long, action = ArgAction::Set, default_value_t = true)]
     pub enable_h2_upgrade: bool,
 
-    /// Run the leader-elected writer of EndpointSlices for Services
-    /// selecting ExternalWorkloads (as the original does when slices are
-    /// enabled). Meridian reads EndpointSlices either way.
+    /// The chart's `enableEndpointSlices`. Meridian serves from
+    /// EndpointSlices only (and runs the leader-elected writer of
+    /// EndpointSlices for Services selecting ExternalWorkloads, as the
+    /// original does with slices enabled): `false` is refused at start
+    /// ([`ENDPOINTS_UNSUPPORTED`]).
     #[arg(long, action = ArgAction::Set, default_value_t = true)]
     pub enable_endpoint_slices: bool,
+
+    /// Do not run the EndpointSlice writer for Services selecting
+    /// ExternalWorkloads, nor take its Lease: this destination writes
+    /// nothing to the cluster. A Meridian flag, for a shadow deployment
+    /// that answers beside the serving control plane without acting on the
+    /// cluster (`deploy/shadow`); the serving replicas keep writing.
+    #[arg(long)]
+    pub endpoint_slice_writer_disabled: bool,
 
     /// Export the EndpointSlice writer's `workqueue_*` metrics.
     #[arg(long, action = ArgAction::Set, default_value_t = true)]
@@ -206,6 +216,20 @@ impl Args {
     }
 }
 
+/// The methods of the gRPC server, for its `grpc_server_*` metrics.
+const GRPC_METHODS: &[grpc_stream::metrics::Method] = &[
+    (
+        "io.linkerd.proxy.destination.Destination",
+        "Get",
+        grpc_stream::metrics::RpcType::ServerStream,
+    ),
+    (
+        "io.linkerd.proxy.destination.Destination",
+        "GetProfile",
+        grpc_stream::metrics::RpcType::ServerStream,
+    ),
+];
+
 /// How long a request waits for the first sync before `Unavailable` (which
 /// proxies retry with a backoff).
 const SYNC_WAIT: Duration = Duration::from_secs(10);
@@ -219,10 +243,29 @@ const WRITER_STOP_GRACE: Duration = Duration::from_secs(10);
 /// before the server's own graceful shutdown starts.
 const STREAM_DRAIN_GRACE: Duration = Duration::from_secs(5);
 
+/// Why `-enable-endpoint-slices=false` is refused. The Linkerd 2.20 chart
+/// renders it for `enableEndpointSlices: false`, and then grants the
+/// destination no access to EndpointSlices at all (its ClusterRole lists
+/// `discovery.k8s.io/endpointslices` only when the value is true): the
+/// original reads v1 Endpoints instead. Meridian reads EndpointSlices only
+/// (v1 Endpoints are deprecated since Kubernetes 1.33 and carry no
+/// topology, dual-stack or terminating state), so it would wait for a
+/// watch it may never run; it says so and exits instead.
+pub const ENDPOINTS_UNSUPPORTED: &str = "-enable-endpoint-slices=false (the Linkerd chart's \
+    `enableEndpointSlices: false`) is not supported: Meridian serves from \
+    discovery.k8s.io/v1 EndpointSlices only and does not read v1 Endpoints, and with \
+    this value the chart grants the linkerd-destination ServiceAccount no access to \
+    EndpointSlices. Set `enableEndpointSlices: true` (the chart's default) to run Meridian";
+
 /// The EndpointSlice writer and its Lease claimant (`HOSTNAME`, the pod
-/// name), if `--enable-endpoint-slices` asks for it and `HOSTNAME` is set.
+/// name), if `HOSTNAME` is set and the writer is not disabled.
 fn slice_writer(args: &Args, registry: &mut Registry) -> Option<(SliceWriter, String)> {
-    if !args.enable_endpoint_slices {
+    if args.endpoint_slice_writer_disabled {
+        tracing::info!(
+            "--endpoint-slice-writer-disabled: not running the ExternalWorkload EndpointSlice \
+             writer nor taking the {} Lease",
+            external_workloads::LEASE_NAME
+        );
         return None;
     }
     let Some(claimant) = std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()) else {
@@ -240,23 +283,25 @@ fn slice_writer(args: &Args, registry: &mut Registry) -> Option<(SliceWriter, St
 /// Runs the destination until SIGTERM/SIGINT.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     if !args.enable_endpoint_slices {
-        // The chart passes its `enableEndpointSlices` value; Endpoints are
-        // deprecated and Meridian reads EndpointSlices only.
-        tracing::warn!(
-            "-enable-endpoint-slices=false: Meridian still reads EndpointSlices only \
-             (its ServiceAccount needs list/watch on discovery.k8s.io/endpointslices); \
-             the ExternalWorkload EndpointSlice writer is off"
-        );
+        anyhow::bail!(ENDPOINTS_UNSUPPORTED);
     }
     let config = Arc::new(args.translator_config().context("invalid flags")?);
     let shutdown = Shutdown::on_signals().context("installing signal handlers")?;
+    let mut registry = Registry::default();
+    meridian_runtime::process_metrics::register(&mut registry);
+    // The Kubernetes client's requests, as the original's `client="k8s"`.
+    let client_metrics =
+        meridian_runtime::http_client_metrics::HttpClientMetrics::register(&mut registry, "k8s");
     let client = args
         .kube
-        .client()
+        .instrumented_client(Some(&client_metrics))
         .await
         .context("connecting to Kubernetes")?;
-
-    let mut registry = Registry::default();
+    let grpc_metrics = grpc_stream::metrics::GrpcServerMetrics::register(
+        &mut registry,
+        grpc_stream::metrics::CodeNames::Go,
+        GRPC_METHODS,
+    );
     let index_metrics = IndexMetrics::register(&mut registry);
     let metrics = DestinationMetrics::register(&mut registry);
     let link_metrics = crate::policy_link::LinkMetrics::register(&mut registry);
@@ -281,14 +326,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     // The ExternalWorkload EndpointSlice writer reads the same Service and
     // EndpointSlice watches as the index (teed), plus its own of workloads.
     let slice_writer = slice_writer(&args, &mut registry);
-    let (services, endpoint_slices, external_workloads) = match &slice_writer {
+    let (services, external_workloads) = match &slice_writer {
         Some((writer, _)) => (
             resources::services(
-                client.clone(),
-                Tee::shared(index.clone(), writer.state()),
-                &index_metrics,
-            ),
-            resources::endpoint_slices(
                 client.clone(),
                 Tee::shared(index.clone(), writer.state()),
                 &index_metrics,
@@ -301,14 +341,26 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         ),
         None => (
             resources::services(client.clone(), index.clone(), &index_metrics),
-            resources::endpoint_slices(client.clone(), index.clone(), &index_metrics),
             resources::external_workloads(client.clone(), index.clone(), &index_metrics),
         ),
     };
     let watches = [
         services,
-        endpoint_slices,
-        resources::pods(client.clone(), None, index.clone(), &index_metrics),
+        // Slices and pods are decoded straight into the facts the index keeps.
+        k8s_index::WatchTask::new(
+            "endpointslices",
+            kube::Api::<crate::k8s::slices::SliceObject>::all(client.clone()),
+            resources::watch_config(),
+            index.clone(),
+            &index_metrics,
+        ),
+        k8s_index::WatchTask::new(
+            "pods",
+            kube::Api::<crate::k8s::pods::PodObject>::all(client.clone()),
+            resources::watch_config(),
+            index.clone(),
+            &index_metrics,
+        ),
         // Node zones also go to the linked clusters' indexes.
         resources::nodes(
             client.clone(),
@@ -320,23 +372,41 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         resources::service_profiles(client.clone(), index.clone(), &index_metrics),
         external_workloads,
     ];
-    let mut caches = Vec::with_capacity(watches.len());
-    for watch in watches {
+    let mut caches = Vec::with_capacity(watches.len() + 1);
+    let register = |watch: k8s_index::WatchTask| {
         let name = format!("{} cache", watch.kind);
         let failing = watch.failing.clone();
         let synced = watch.spawn();
-        caches.push(synced.clone());
-        readiness.register_cache(name, synced, failing);
+        readiness.register_cache(name, synced.clone(), failing);
+        synced
+    };
+    for watch in watches {
+        caches.push(register(watch));
     }
     let mut writer_task = None;
     if let Some((writer, claimant)) = slice_writer {
-        // `caches` starts with the Service and EndpointSlice watches; the
-        // ExternalWorkload watch is the last (all three teed to the writer).
+        // The writer reads the slices it manages through a watch of its own
+        // (selected by their label: a few objects, not every slice of the
+        // cluster twice); the Services and ExternalWorkloads are teed.
+        let written = register(resources::endpoint_slices_labelled(
+            client.clone(),
+            "endpointslices (written)",
+            &format!(
+                "{}={}",
+                k8s_api::labels::ENDPOINT_SLICE_MANAGED_BY,
+                k8s_api::labels::EXTERNAL_WORKLOADS_CONTROLLER
+            ),
+            writer.state(),
+            &index_metrics,
+        ));
+        // `caches` starts with the Service watch; the ExternalWorkload
+        // watch is the last.
         let writer_synced = meridian_runtime::readiness::initial_sync(vec![
             caches[0].clone(),
-            caches[1].clone(),
+            written.clone(),
             caches[caches.len() - 1].clone(),
         ]);
+        caches.push(written);
         let params = external_workloads::lease_params(&args.controller_namespace, &claimant);
         writer_task = Some(tokio::spawn(writer.run(
             client.clone(),
@@ -407,6 +477,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .with_confirmer(confirmer, args.cluster_networks.clone());
     // Streams per connection, request sizes, keepalive: one place for both servers.
     let grpc = grpc_stream::server::builder(&args.grpc_limits)
+        // The original's `grpc_server_*` metrics, refusals included.
+        .layer(grpc_metrics.layer())
         // Nothing is answered from an index that has not synced once.
         .layer(grpc_stream::SyncGateLayer::new(
             synced,
@@ -514,6 +586,18 @@ mod tests {
         assert_eq!(normalised.ignored.len(), 1);
         // The chart's list, as unit-tested above, is what deploy/ runs.
         assert_eq!(line, CHART_ARGS[..CHART_ARGS.len() - 1]);
+    }
+
+    /// The shadow's flag (`deploy/shadow`), after the chart's Go-style ones.
+    #[test]
+    fn the_shadow_disables_the_slice_writer() {
+        let line: Vec<&str> = CHART_ARGS
+            .iter()
+            .copied()
+            .chain(["--endpoint-slice-writer-disabled"])
+            .collect();
+        assert!(parse(&line).endpoint_slice_writer_disabled);
+        assert!(!parse(CHART_ARGS).endpoint_slice_writer_disabled);
     }
 
     #[test]

@@ -13,10 +13,13 @@
 //! | `MERIDIAN_E2E_KUBECTL` | the kubectl to run | `kubectl` |
 //! | `MERIDIAN_E2E_CONTROL_PLANE_NS` | where Meridian is installed | `linkerd` |
 //! | `MERIDIAN_E2E_HTTP_IMAGE` | the small HTTP server image workloads run | `meridian/http-test:dev` |
+//! | `MERIDIAN_E2E_DNSUTILS_IMAGE` | the image with `getent` and `nslookup` | `meridian/dnsutils:dev` |
 //!
 //! Helpers panic with a clear message on failure: that is how a test fails.
 #![allow(clippy::unwrap_used)]
 
+pub mod dns;
+pub mod pods;
 pub mod stream;
 
 use std::{
@@ -52,6 +55,8 @@ pub struct Cluster {
     pub control_plane_ns: String,
     /// The HTTP server image test workloads run.
     pub http_image: String,
+    /// The DNS debugging image (`getent`, `nslookup`).
+    pub dnsutils_image: String,
 }
 
 static NS_COUNTER: AtomicU32 = AtomicU32::new(0);
@@ -78,6 +83,8 @@ impl Cluster {
                 .unwrap_or_else(|_| "linkerd".into()),
             http_image: std::env::var("MERIDIAN_E2E_HTTP_IMAGE")
                 .unwrap_or_else(|_| "meridian/http-test:dev".into()),
+            dnsutils_image: std::env::var("MERIDIAN_E2E_DNSUTILS_IMAGE")
+                .unwrap_or_else(|_| "meridian/dnsutils:dev".into()),
         }
     }
 
@@ -112,6 +119,15 @@ impl Cluster {
         out
     }
 
+    /// The label that makes a pod count as meshed by this control plane
+    /// (what the proxy injector sets), for [`http_workload`].
+    pub fn meshed_label(&self) -> [(&str, &str); 1] {
+        [(
+            "linkerd.io/control-plane-ns",
+            self.control_plane_ns.as_str(),
+        )]
+    }
+
     /// A fresh namespace for one test, deleted when the value drops.
     pub async fn namespace(&self, prefix: &str) -> TestNamespace {
         let n = NS_COUNTER.fetch_add(1, Ordering::Relaxed);
@@ -141,6 +157,22 @@ impl Cluster {
             &format!("deploy/{DESTINATION_DEPLOYMENT}"),
             port,
         )
+    }
+
+    /// Applies [`http_workload`] `name` in `ns` and waits until its
+    /// Deployment is ready.
+    pub async fn run_http_workload(
+        &self,
+        ns: &str,
+        name: &str,
+        replicas: i32,
+        labels: &[(&str, &str)],
+    ) {
+        self.kubectl_ok(
+            &["apply", "-f", "-"],
+            Some(&http_workload(self, ns, name, replicas, labels)),
+        );
+        self.wait_deployment_ready(ns, name).await;
     }
 
     /// Waits until the Deployment has all its replicas updated and ready.
@@ -279,21 +311,7 @@ pub fn http_workload(
                 "metadata": {"labels": pod_labels},
                 "spec": {
                     "terminationGracePeriodSeconds": 1,
-                    "containers": [{
-                        "name": "http",
-                        "image": cluster.http_image,
-                        "imagePullPolicy": "IfNotPresent",
-                        "ports": [{"name": "http", "containerPort": 8080}],
-                        "readinessProbe": {
-                            "httpGet": {"path": "/ready", "port": 8080},
-                            "periodSeconds": 1,
-                            // One slow probe on a loaded 2-core node is not
-                            // the app turning unready (a test's /ready/fail
-                            // still shows within 3 s).
-                            "failureThreshold": 3,
-                            "successThreshold": 1,
-                        },
-                    }],
+                    "containers": [http_container(cluster)],
                 },
             },
         },
@@ -312,6 +330,25 @@ pub fn http_workload(
         serde_yaml::to_string(&deployment).expect("yaml"),
         serde_yaml::to_string(&service).expect("yaml")
     )
+}
+
+/// The test HTTP server's container: port `http` (8080), readiness probe
+/// `GET /ready` every second.
+pub fn http_container(cluster: &Cluster) -> serde_json::Value {
+    serde_json::json!({
+        "name": "http",
+        "image": cluster.http_image,
+        "imagePullPolicy": "IfNotPresent",
+        "ports": [{"name": "http", "containerPort": 8080}],
+        "readinessProbe": {
+            "httpGet": {"path": "/ready", "port": 8080},
+            "periodSeconds": 1,
+            // One slow probe on a loaded 2-core node is not the app turning
+            // unready (a test's /ready/fail still shows within 3 s).
+            "failureThreshold": 3,
+            "successThreshold": 1,
+        },
+    })
 }
 
 /// `<svc>.<ns>.svc.cluster.local:<port>`.

@@ -9,14 +9,8 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::{
-    collections::BTreeSet,
-    net::{IpAddr, SocketAddr},
-    time::Duration,
-};
+use std::{collections::BTreeSet, net::SocketAddr, time::Duration};
 
-use k8s_openapi::api::core::v1::Pod;
-use kube::{Api, api::ListParams};
 use linkerd2_proxy_api::{
     destination::{GetDestination, destination_client::DestinationClient},
     inbound::{PortSpec, inbound_server_policies_client::InboundServerPoliciesClient},
@@ -29,21 +23,10 @@ use tonic::transport::Channel;
 
 /// The ready pods of `app` as `ip:8080`, from the API (the truth).
 async fn ready_endpoints(cluster: &Cluster, ns: &str, app: &str) -> BTreeSet<SocketAddr> {
-    let pods: Api<Pod> = Api::namespaced(cluster.client.clone(), ns);
-    let list = pods
-        .list(&ListParams::default().labels(&format!("app={app}")))
+    cluster
+        .ready_pod_ips(ns, &format!("app={app}"))
         .await
-        .expect("listing pods");
-    list.items
-        .iter()
-        .filter(|pod| pod.metadata.deletion_timestamp.is_none())
-        .filter(|pod| {
-            pod.status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-        })
-        .filter_map(|pod| pod.status.as_ref()?.pod_ip.as_ref()?.parse::<IpAddr>().ok())
+        .into_iter()
         .map(|ip| SocketAddr::new(ip, 8080))
         .collect()
 }
@@ -67,19 +50,6 @@ async fn wait_ready_count(
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-}
-
-/// Names of the pods of `app`.
-async fn pod_names(cluster: &Cluster, ns: &str, app: &str) -> Vec<String> {
-    let pods: Api<Pod> = Api::namespaced(cluster.client.clone(), ns);
-    pods.list(&ListParams::default().labels(&format!("app={app}")))
-        .await
-        .expect("listing pods")
-        .items
-        .into_iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .filter_map(|p| p.metadata.name)
-        .collect()
 }
 
 /// Turns a test-HTTP pod's readiness answer on or off through its own
@@ -125,11 +95,7 @@ async fn destination_client(
 async fn get_follows_real_containers_scaling_and_failing_probes() {
     let cluster = Cluster::from_env().await;
     let ns = cluster.namespace("e2e-get").await;
-    cluster.kubectl_ok(
-        &["apply", "-f", "-"],
-        Some(&http_workload(&cluster, &ns.name, "web", 1, &[])),
-    );
-    cluster.wait_deployment_ready(&ns.name, "web").await;
+    cluster.run_http_workload(&ns.name, "web", 1, &[]).await;
     let (_forward, mut client) = destination_client(&cluster).await;
     let mut stream = EndpointStream::open(&mut client, &authority(&ns.name, "web", 80))
         .await
@@ -149,7 +115,7 @@ async fn get_follows_real_containers_scaling_and_failing_probes() {
         .unwrap();
 
     // The kubelet's readiness probe fails on one pod: it leaves the stream.
-    let names = pod_names(&cluster, &ns.name, "web").await;
+    let names = cluster.pod_names(&ns.name, "web").await;
     let victim = &names[0];
     set_serving_ready(&cluster, &ns.name, victim, false).await;
     let two = wait_ready_count(&cluster, &ns.name, "web", 2).await;
@@ -298,16 +264,9 @@ async fn webhooks_refuse_invalid_objects_through_their_services() {
 async fn inbound_policy_for_a_real_pod() {
     let cluster = Cluster::from_env().await;
     let ns = cluster.namespace("e2e-inbound").await;
-    let meshed = [(
-        "linkerd.io/control-plane-ns",
-        cluster.control_plane_ns.as_str(),
-    )];
-    cluster.kubectl_ok(
-        &["apply", "-f", "-"],
-        Some(&http_workload(&cluster, &ns.name, "api", 1, &meshed)),
-    );
-    cluster.wait_deployment_ready(&ns.name, "api").await;
-    let pod = pod_names(&cluster, &ns.name, "api").await.remove(0);
+    let meshed = cluster.meshed_label();
+    cluster.run_http_workload(&ns.name, "api", 1, &meshed).await;
+    let pod = cluster.pod_names(&ns.name, "api").await.remove(0);
 
     let forward = cluster.forward_to_meridian(8090);
     let channel = Channel::from_shared(forward.url())
@@ -354,11 +313,7 @@ async fn inbound_policy_for_a_real_pod() {
 async fn streams_converge_after_the_meridian_pod_is_recreated() {
     let cluster = Cluster::from_env().await;
     let ns = cluster.namespace("e2e-restart").await;
-    cluster.kubectl_ok(
-        &["apply", "-f", "-"],
-        Some(&http_workload(&cluster, &ns.name, "web", 1, &[])),
-    );
-    cluster.wait_deployment_ready(&ns.name, "web").await;
+    cluster.run_http_workload(&ns.name, "web", 1, &[]).await;
     let path = authority(&ns.name, "web", 80);
     let (forward, mut client) = destination_client(&cluster).await;
     let mut stream = EndpointStream::open(&mut client, &path)
@@ -508,7 +463,7 @@ async fn explain_reaches_the_pod_through_port_forwards() {
     cluster.wait_deployment_ready(&ns.name, "web").await;
     cluster.wait_deployment_ready(&ns.name, "client").await;
     wait_ready_count(&cluster, &ns.name, "web", 1).await;
-    let client = pod_names(&cluster, &ns.name, "client").await.remove(0);
+    let client = cluster.pod_names(&ns.name, "client").await.remove(0);
 
     let cli = std::env::var_os("MERIDIAN_E2E_CLI")
         .expect("MERIDIAN_E2E_CLI is not set: run this suite with `cargo xtask e2e`");
@@ -542,4 +497,137 @@ async fn explain_reaches_the_pod_through_port_forwards() {
         "{stdout}"
     );
     assert_eq!(output.status.code(), Some(1), "{stdout}");
+}
+
+/// Server, authorization and route of the shadow test's workload (served
+/// once the serving pod has accepted the route, by both).
+const SHADOW_POLICY: &str = "apiVersion: policy.linkerd.io/v1beta3
+kind: Server
+metadata:
+  name: web-http
+spec:
+  podSelector:
+    matchLabels: {app: web}
+  port: http
+  proxyProtocol: HTTP/1
+---
+apiVersion: policy.linkerd.io/v1alpha1
+kind: NetworkAuthentication
+metadata:
+  name: pods
+spec:
+  networks: [{cidr: 10.244.0.0/16}]
+---
+apiVersion: policy.linkerd.io/v1alpha1
+kind: AuthorizationPolicy
+metadata:
+  name: web-pods
+spec:
+  targetRef: {group: policy.linkerd.io, kind: Server, name: web-http}
+  requiredAuthenticationRefs:
+    - {group: policy.linkerd.io, kind: NetworkAuthentication, name: pods}
+---
+apiVersion: policy.linkerd.io/v1beta3
+kind: HTTPRoute
+metadata:
+  name: web-api
+spec:
+  parentRefs: [{group: policy.linkerd.io, kind: Server, name: web-http}]
+  rules:
+    - matches: [{path: {type: PathPrefix, value: /api}}]
+";
+
+/// `deploy/shadow` beside the Meridian pod: its pod becomes Ready by its
+/// real probes, and `meridian-cli compare --port-forward` between the two
+/// Deployments (each reached through the API server) finds every answer
+/// equal over real workloads (meshed-labelled Deployments, a
+/// ServiceProfile, a Server with an authorization and a route). The shadow
+/// is removed afterwards.
+#[tokio::test]
+#[ignore = "needs a cluster running the Meridian pod: run `cargo xtask e2e`"]
+async fn the_shadow_beside_the_pod_compares_clean() {
+    let cluster = Cluster::from_env().await;
+    let ns = cluster.namespace("e2e-shadow").await;
+    let meshed = cluster.meshed_label();
+    for (app, replicas) in [("web", 2), ("client", 1)] {
+        cluster.kubectl_ok(
+            &["apply", "-f", "-"],
+            Some(&http_workload(&cluster, &ns.name, app, replicas, &meshed)),
+        );
+    }
+    cluster.kubectl_ok(&["apply", "-n", &ns.name, "-f", "-"], Some(SHADOW_POLICY));
+    let profile = format!(
+        "apiVersion: linkerd.io/v1alpha2\nkind: ServiceProfile\nmetadata:\n  name: web.{ns}.svc.cluster.local\n  namespace: {ns}\nspec:\n  routes:\n    - name: GET /books\n      condition: {{method: GET, pathRegex: /books}}\n      isRetryable: true\n",
+        ns = ns.name
+    );
+    cluster.kubectl_ok(&["apply", "-f", "-"], Some(&profile));
+    cluster.wait_deployment_ready(&ns.name, "web").await;
+    cluster.wait_deployment_ready(&ns.name, "client").await;
+    wait_ready_count(&cluster, &ns.name, "web", 2).await;
+
+    // The shadow, with the image the Meridian pod runs (a registry's, on
+    // a remote cluster).
+    let rendered = cluster.kubectl_ok(&["kustomize", "deploy/shadow"], None);
+    let image = cluster.kubectl_ok(
+        &[
+            "get",
+            "deploy",
+            "-n",
+            &cluster.control_plane_ns,
+            meridian_e2e::DESTINATION_DEPLOYMENT,
+            "-o",
+            "jsonpath={.spec.template.spec.containers[0].image}",
+        ],
+        None,
+    );
+    let shadow = rendered.replace(
+        "image: meridian/controller:dev",
+        &format!("image: {}", image.trim()),
+    );
+    cluster.kubectl_ok(&["apply", "--server-side", "-f", "-"], Some(&shadow));
+    cluster
+        .wait_deployment_ready("meridian-shadow", "meridian-shadow")
+        .await;
+    println!(
+        "{}",
+        cluster.kubectl_ok(
+            &["get", "pods", "-n", "meridian-shadow", "-o", "wide"],
+            None
+        )
+    );
+
+    let cli = std::env::var_os("MERIDIAN_E2E_CLI")
+        .expect("MERIDIAN_E2E_CLI is not set: run this suite with `cargo xtask e2e`");
+    let serving = format!(
+        "{}/{}",
+        cluster.control_plane_ns,
+        meridian_e2e::DESTINATION_DEPLOYMENT
+    );
+    let output = tokio::process::Command::new(&cli)
+        .env("KUBECONFIG", &cluster.kubeconfig)
+        .args(["compare", "--port-forward", "--a", &serving])
+        .args(["--b", "meridian-shadow/meridian-shadow", "-n", &ns.name])
+        .output()
+        .await
+        .expect("running meridian-cli compare");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    eprintln!("{stderr}{stdout}");
+    let deleted = cluster.kubectl(&["delete", "--wait=false", "-f", "-"], Some(&shadow));
+    assert!(deleted.0, "deleting the shadow: {}", deleted.1);
+    assert!(
+        stdout.contains("(port-forwarded to pod meridian-shadow/meridian-shadow-"),
+        "{stdout}"
+    );
+    // 3 pods × (8080 + 4191), 2 Services × 4 questions.
+    let total = stdout
+        .lines()
+        .find(|l| l.starts_with("total "))
+        .map(|l| l.split_whitespace().skip(1).collect::<Vec<_>>());
+    assert_eq!(
+        total,
+        Some(vec!["14", "14", "0", "0", "0", "0"]),
+        "{stdout}"
+    );
+    assert_eq!(output.status.code(), Some(0), "{stderr}{stdout}");
 }

@@ -26,6 +26,7 @@ use std::{
     time::Duration,
 };
 
+pub mod metrics;
 pub mod registry;
 mod router;
 pub mod server;

@@ -36,6 +36,14 @@
 //! gRPC call costs two: the refusal, and `STREAM_CLOSED` for the request
 //! body sent after it), which ends the connection and its streams.
 //!
+//! **Idle connections hold no I/O buffers.** The patched h2 (vendor/h2)
+//! frees a connection's read and write buffers while they are empty when
+//! its server builder's `release_idle_buffers` is on; hyper and tonic build
+//! h2's builder themselves and cannot set it, so [`builder`] turns on the
+//! fork's process-wide default instead (every HTTP/2 server connection the
+//! process accepts afterwards, the admin and webhook servers' included).
+//! It saves about 24 KiB per idle proxy connection (vendor/h2/README.md).
+//!
 //! **Windows.** What a proxy sends the control plane is tiny: requests of
 //! a few hundred bytes, PINGs and WINDOW_UPDATEs; what it receives is
 //! shared, pre-encoded frames. The receive windows therefore bound what one
@@ -122,6 +130,9 @@ impl Default for ServerLimits {
 /// (Each generated service also caps its request messages at
 /// [`crate::MAX_REQUEST_BYTES`]: `max_decoding_message_size` is per service.)
 pub fn builder(limits: &ServerLimits) -> tonic::transport::Server {
+    // (Not with the release h2: `cargo xtask bench h2-ab`'s second set.)
+    #[cfg(not(feature = "pristine-h2"))]
+    h2::server::set_release_idle_buffers_default(true);
     tonic::transport::Server::builder()
         .max_concurrent_streams(limits.max_concurrent_streams)
         .http2_max_header_list_size(MAX_HEADER_LIST_SIZE)

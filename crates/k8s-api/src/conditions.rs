@@ -15,3 +15,8 @@ pub const ROUTE_CONFLICTED: &str = "RouteConflicted";
 pub const BACKEND_NOT_FOUND: &str = "BackendNotFound";
 /// The reason of `ResolvedRefs=False` for a backend of an unsupported kind.
 pub const INVALID_KIND: &str = "InvalidKind";
+/// The reason of `Accepted=False` when a route holds a value the
+/// implementation does not support (the Gateway API's
+/// `RouteReasonUnsupportedValue`): a filter Meridian does not apply, a
+/// Server parent with a port, … The index ignores such a route.
+pub const UNSUPPORTED_VALUE: &str = "UnsupportedValue";

@@ -12,6 +12,8 @@
 //! - [`confirm`]: a lookup that missed its index, checked with the API
 //!   server so no answer depends on whether a watch has caught up yet.
 //! - [`resources`]: the watched kinds and their watcher configurations.
+//! - [`partial`]: kinds decoded straight into the few fields a controller
+//!   reads (typed partial objects).
 //! - [`switch`]: watches that follow a client they are handed (a linked
 //!   cluster's), restarted when it changes and emptied when it goes.
 
@@ -20,6 +22,7 @@ pub mod cache;
 pub mod confirm;
 pub mod index;
 pub mod metrics;
+pub mod partial;
 pub mod resources;
 pub mod switch;
 pub mod watch;

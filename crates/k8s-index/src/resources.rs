@@ -83,6 +83,27 @@ where
     )
 }
 
+/// The EndpointSlices matching `label_selector`, as `kind` (e.g. the slices
+/// a writer manages: it reads only its own).
+pub fn endpoint_slices_labelled<I>(
+    client: Client,
+    kind: &str,
+    label_selector: &str,
+    index: SharedIndex<I>,
+    metrics: &IndexMetrics,
+) -> WatchTask
+where
+    I: Index<EndpointSlice> + Send + Sync + 'static,
+{
+    WatchTask::new(
+        kind,
+        Api::<EndpointSlice>::all(client),
+        watch_config().labels(label_selector),
+        index,
+        metrics,
+    )
+}
+
 /// Node metadata (labels such as the zone are all Meridian reads).
 pub fn nodes<I>(client: Client, index: SharedIndex<I>, metrics: &IndexMetrics) -> WatchTask
 where

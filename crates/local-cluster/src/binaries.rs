@@ -1,5 +1,8 @@
-//! The pinned Kubernetes and etcd versions, the cache directory keyed by
-//! them, and the Go build that fills it (only when the pins change).
+//! The pinned Kubernetes, etcd and CoreDNS versions, the cache directories
+//! keyed by them, and the Go builds that fill them (only when the pins
+//! change). CoreDNS (the real node's cluster DNS) is built apart, on first
+//! use of a real node, so that the kubelet-less control plane never waits
+//! for it.
 
 use std::{
     fs,
@@ -50,8 +53,10 @@ pub struct Pins {
 
 const KUBE_MODULE: &str = "k8s.io/kubernetes";
 const ETCD_MODULE: &str = "go.etcd.io/etcd/server/v3";
+const COREDNS_MODULE: &str = "github.com/coredns/coredns";
 
-/// The directory holding the Go wrapper modules (`kubebin`, `etcdbin`).
+/// The directory holding the Go wrapper modules (`kubebin`, `etcdbin`,
+/// `corednsbin`).
 pub fn gotools_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../xtask/gotools")
 }
@@ -166,19 +171,7 @@ impl KubeBinaries {
         if bins.is_built() {
             return Ok(bins);
         }
-        fs::create_dir_all(&root).map_err(|source| BuildError::Io {
-            path: root.clone(),
-            source,
-        })?;
-        let lock_path = root.join(".build.lock");
-        let lock = fs::File::create(&lock_path).map_err(|source| BuildError::Io {
-            path: lock_path.clone(),
-            source,
-        })?;
-        lock.lock().map_err(|source| BuildError::Io {
-            path: lock_path,
-            source,
-        })?;
+        let _lock = build_lock(&root)?;
         if !bins.is_built() {
             bins.build(&gotools, progress)?;
         }
@@ -248,6 +241,99 @@ impl KubeBinaries {
     }
 }
 
+/// The real node's cluster DNS server: CoreDNS built from
+/// `xtask/gotools/corednsbin` (only the plugins its Corefile uses; nothing
+/// that forwards a query), cached by version under `<cache>/coredns/`.
+#[derive(Clone, Debug)]
+pub struct CoreDnsBinary {
+    /// The static binary.
+    pub path: PathBuf,
+    /// The pinned `github.com/coredns/coredns` version, e.g. `v1.15.0`.
+    pub version: String,
+    /// Seconds the Go build took (0 when found in the cache).
+    pub build_secs: f64,
+}
+
+impl CoreDnsBinary {
+    /// The binary for the current pin, built if the cache lacks it (one
+    /// builder at a time across processes, like [`KubeBinaries::ensure`]).
+    pub fn ensure(progress: &dyn Fn(&str)) -> Result<Self, BuildError> {
+        let module = gotools_dir().join("corednsbin");
+        let version = required_version(&module.join("go.mod"), COREDNS_MODULE)?;
+        let mut hash = Fnv1a::default();
+        for file in ["go.mod", "go.sum", "main.go"] {
+            hash.write(read(&module.join(file))?.as_bytes());
+        }
+        hash.write(&go_version());
+        let root = cache_root()?.join("coredns");
+        let dir = root.join(format!("coredns-{version}_{:016x}", hash.0));
+        let mut binary = CoreDnsBinary {
+            path: dir.join("coredns"),
+            version,
+            build_secs: 0.0,
+        };
+        let complete = dir.join(".complete");
+        let built = |binary: &CoreDnsBinary| complete.exists() && binary.path.is_file();
+        if built(&binary) {
+            return Ok(binary);
+        }
+        let _lock = build_lock(&root)?;
+        if built(&binary) {
+            return Ok(binary);
+        }
+        let started = Instant::now();
+        fs::create_dir_all(&dir).map_err(|source| BuildError::Io {
+            path: dir.clone(),
+            source,
+        })?;
+        progress(&format!(
+            "building CoreDNS {} into {} (first time only; a few minutes)",
+            binary.version,
+            dir.display()
+        ));
+        let out = binary.path.display().to_string();
+        go_build(&module, &["-ldflags", "-s -w", "-o", &out, "."], progress)?;
+        fs::write(&complete, format!("{}\n", binary.version)).map_err(|source| BuildError::Io {
+            path: complete.clone(),
+            source,
+        })?;
+        binary.build_secs = started.elapsed().as_secs_f64();
+        progress(&format!(
+            "built CoreDNS {} in {:.0}s",
+            binary.version, binary.build_secs
+        ));
+        Ok(binary)
+    }
+}
+
+/// Creates `root` and takes its `.build.lock` (released when dropped), so
+/// that concurrent callers (several test binaries) build only once.
+fn build_lock(root: &Path) -> Result<fs::File, BuildError> {
+    fs::create_dir_all(root).map_err(|source| BuildError::Io {
+        path: root.to_path_buf(),
+        source,
+    })?;
+    let lock_path = root.join(".build.lock");
+    let lock = fs::File::create(&lock_path).map_err(|source| BuildError::Io {
+        path: lock_path.clone(),
+        source,
+    })?;
+    lock.lock().map_err(|source| BuildError::Io {
+        path: lock_path,
+        source,
+    })?;
+    Ok(lock)
+}
+
+/// `go version`'s output (part of every cache key), empty without Go.
+fn go_version() -> Vec<u8> {
+    Command::new("go")
+        .arg("version")
+        .output()
+        .map(|out| out.stdout)
+        .unwrap_or_default()
+}
+
 /// `$MERIDIAN_CACHE_DIR`, else `$XDG_CACHE_HOME/meridian`, else `~/.cache/meridian`.
 pub fn cache_root() -> Result<PathBuf, BuildError> {
     if let Some(dir) = std::env::var_os("MERIDIAN_CACHE_DIR") {
@@ -273,9 +359,7 @@ fn cache_key(gotools: &Path, pins: &Pins) -> Result<String, BuildError> {
     ] {
         hash.write(read(&gotools.join(file))?.as_bytes());
     }
-    if let Ok(out) = Command::new("go").arg("version").output() {
-        hash.write(&out.stdout);
-    }
+    hash.write(&go_version());
     Ok(format!(
         "k8s-{}_etcd-{}_{:016x}",
         pins.kubernetes, pins.etcd, hash.0
@@ -366,6 +450,9 @@ mod tests {
         assert!(pins.kubernetes.starts_with("v1."), "{pins:?}");
         assert!(pins.etcd.starts_with("v3."), "{pins:?}");
         assert!(pins.kubernetes_minor().parse::<u32>().is_ok());
+        let coredns = required_version(&gotools_dir().join("corednsbin/go.mod"), COREDNS_MODULE)
+            .expect("coredns pin");
+        assert!(coredns.starts_with("v1."), "{coredns}");
     }
 
     #[test]

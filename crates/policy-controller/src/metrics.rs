@@ -2,12 +2,21 @@
 //! outbound index (`outbound_index_*`), both read from the indexes when
 //! scraped (dependencies run metrics → index), the gRPC API
 //! (`grpc_server_*`) and the status writer (`resource_status_*`).
+//!
+//! Names the original policy controller exports keep its names, at the top
+//! of the registry: the status writer's `resource_status_*` here, and the
+//! gRPC servers' `grpc_server_*` (`grpc_stream::metrics`). Meridian's own
+//! (the index sizes, the per-method stream gauges) are registered under
+//! `policy_` by the runtime.
 
 use k8s_index::SharedIndex;
 use prometheus_client::{
     collector::Collector,
     encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric},
-    metrics::{MetricType, counter::Counter, family::Family, gauge::ConstGauge, gauge::Gauge},
+    metrics::{
+        MetricType, counter::Counter, family::Family, gauge::ConstGauge, gauge::Gauge,
+        histogram::Histogram,
+    },
     registry::Registry,
 };
 
@@ -195,39 +204,73 @@ impl Drop for StreamGuard {
     }
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct PatchLabels {
-    result: &'static str,
-}
-
-/// Metrics of the HTTPRoute status writer (`resource_status_*`).
-#[derive(Clone, Debug, Default)]
+/// Metrics of the status writer: the original's `resource_status_*`
+/// (patches applied, failed with an API error, timed out, and how long
+/// they took), and Meridian's `policy_resource_status_leader`.
+#[derive(Clone, Debug)]
 pub struct StatusMetrics {
-    patches: Family<PatchLabels, Counter>,
+    patches: Counter,
+    api_errors: Counter,
+    timeouts: Counter,
+    duration: Histogram,
     leader: Gauge,
 }
 
+/// The buckets of `resource_status_patch_duration_seconds` (the original's).
+const PATCH_BUCKETS: [f64; 9] = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0];
+
 impl StatusMetrics {
-    /// Registers under `resource_status_`.
+    /// Registers `resource_status_*` and `policy_resource_status_leader`
+    /// at the top of `registry`.
     pub fn register(registry: &mut Registry) -> Self {
-        let m = Self::default();
+        let m = Self {
+            patches: Counter::default(),
+            api_errors: Counter::default(),
+            timeouts: Counter::default(),
+            duration: Histogram::new(PATCH_BUCKETS),
+            leader: Gauge::default(),
+        };
+        registry.register(
+            "policy_resource_status_leader",
+            "1 while this replica holds the status-writer Lease",
+            m.leader.clone(),
+        );
         let sub = registry.sub_registry_with_prefix("resource_status");
         sub.register(
             "patches",
-            "Route status patches, by result (applied, failed)",
+            "Count of successful patch operations",
             m.patches.clone(),
         );
         sub.register(
-            "leader",
-            "1 while this replica holds the status-writer Lease",
-            m.leader.clone(),
+            "patch_api_errors",
+            "Count of patch operations that failed with an API error",
+            m.api_errors.clone(),
+        );
+        sub.register(
+            "patch_timeouts",
+            "Count of patch operations that did not complete within the timeout",
+            m.timeouts.clone(),
+        );
+        sub.register_with_unit(
+            "patch_duration",
+            "Histogram of time taken to apply patch operations",
+            prometheus_client::registry::Unit::Seconds,
+            m.duration.clone(),
         );
         m
     }
 
-    pub(crate) fn patched(&self, ok: bool) {
-        let result = if ok { "applied" } else { "failed" };
-        self.patches.get_or_create(&PatchLabels { result }).inc();
+    /// One patch sent to the API server: applied (`Ok`), refused
+    /// (`Err(false)`) or timed out (`Err(true)`), after `elapsed`.
+    pub(crate) fn patched(&self, result: Result<(), bool>, elapsed: std::time::Duration) {
+        match result {
+            Ok(()) => self.patches.inc(),
+            Err(false) => self.api_errors.inc(),
+            Err(true) => self.timeouts.inc(),
+        };
+        if result != Err(true) {
+            self.duration.observe(elapsed.as_secs_f64());
+        }
     }
 
     pub(crate) fn set_leader(&self, leads: bool) {

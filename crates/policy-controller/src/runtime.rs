@@ -42,23 +42,32 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .await
         .context("connecting to Kubernetes")?;
 
-    let mut registry = Registry::with_prefix("policy");
-    let watch_metrics = WatchMetrics::register(&mut registry);
-    let grpc_metrics = GrpcMetrics::register(&mut registry);
-    let status_metrics = StatusMetrics::register(&mut registry);
-    let admission_metrics = admission::Metrics::register(&mut registry);
-    let audit_metrics = AuditMetrics::register(&mut registry);
-    let peers = ConnectionMetrics::register(&mut registry);
+    // The original's names at the top (process, `grpc_server_*`,
+    // `resource_status_*`); Meridian's own under `policy_`.
+    let mut root = Registry::default();
+    meridian_runtime::process_metrics::register(&mut root);
+    let grpc_server_metrics = grpc_stream::metrics::GrpcServerMetrics::register(
+        &mut root,
+        grpc_stream::metrics::CodeNames::Rust,
+        grpc::GRPC_METHODS,
+    );
+    let status_metrics = StatusMetrics::register(&mut root);
+    let registry = root.sub_registry_with_prefix("policy");
+    let watch_metrics = WatchMetrics::register(registry);
+    let grpc_metrics = GrpcMetrics::register(registry);
+    let admission_metrics = admission::Metrics::register(registry);
+    let audit_metrics = AuditMetrics::register(registry);
+    let peers = ConnectionMetrics::register(registry);
     // Lookups that miss the indexes are checked with the API server.
-    let confirmer = k8s_index::MissConfirmer::new(client.clone(), &watch_metrics, &mut registry);
+    let confirmer = k8s_index::MissConfirmer::new(client.clone(), &watch_metrics, registry);
     let readiness = Readiness::default();
     let tls_ready =
         (!args.admission_controller_disabled).then(|| readiness.register("webhook TLS"));
 
     let index = Index::shared(args.cluster_info());
-    InboundIndexCollector::register(&mut registry, index.clone());
+    InboundIndexCollector::register(registry, index.clone());
     let outbound = OutboundIndex::shared(outbound_cluster(&args)?);
-    OutboundIndexCollector::register(&mut registry, outbound.clone());
+    OutboundIndexCollector::register(registry, outbound.clone());
     // Servers and routes also feed the status writer, through the same watches.
     let status_index = StatusIndex::shared();
     status_index
@@ -68,9 +77,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     // One index serves every watch; only meshed pods matter (and every
     // external workload).
     let watches = [
-        resources::pods(
-            client.clone(),
-            Some(CONTROL_PLANE_NS_LABEL),
+        // Meshed pods, decoded straight into what the index keeps.
+        k8s_index::WatchTask::new(
+            "pods",
+            kube::Api::<crate::index::PodObject>::all(client.clone()),
+            resources::watch_config().labels(CONTROL_PLANE_NS_LABEL),
             index.clone(),
             &watch_metrics,
         ),
@@ -125,7 +136,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     // The Gateway API kinds are optional: each is watched while its CRD
     // serves a version we read (no restart when the CRDs change).
     let active = ActiveKinds::register(
-        &mut registry,
+        registry,
         readiness.register_info("gateway API routes", "none"),
     );
     for (name, (synced, failing)) in gateway_watches(
@@ -147,30 +158,38 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     // The gRPC APIs answer nothing before every cache has synced once.
     let synced = meridian_runtime::readiness::initial_sync(caches);
 
-    // The status writer: only the Lease holder writes.
-    let claimant = std::env::var("HOSTNAME")
-        .ok()
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(generated_claimant);
-    let patch_timeout = Duration::from_millis(args.patch_timeout_ms);
-    let (leader_tx, leader_rx) = tokio::sync::watch::channel(false);
-    let lease_params = lease::params(&args.control_plane_namespace, &claimant, patch_timeout);
-    tokio::spawn(lease::run(
-        client.clone(),
-        lease_params,
-        leader_tx,
-        shutdown.clone(),
-    ));
-    let writer = StatusWriter {
-        client: client.clone(),
-        index: status_index,
-        leader: leader_rx,
-        synced: status_synced,
-        gateway: active,
-        patch_timeout,
-        metrics: status_metrics,
-    };
-    tokio::spawn(writer.run(shutdown.clone()));
+    // The status writer: only the Lease holder writes (and none with
+    // --status-writer-disabled, a shadow's flag).
+    if args.status_writer_disabled {
+        tracing::info!(
+            "--status-writer-disabled: writing no status and taking no {} Lease",
+            lease::LEASE_NAME
+        );
+    } else {
+        let claimant = std::env::var("HOSTNAME")
+            .ok()
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(generated_claimant);
+        let patch_timeout = Duration::from_millis(args.patch_timeout_ms);
+        let (leader_tx, leader_rx) = tokio::sync::watch::channel(false);
+        let lease_params = lease::params(&args.control_plane_namespace, &claimant, patch_timeout);
+        tokio::spawn(lease::run(
+            client.clone(),
+            lease_params,
+            leader_tx,
+            shutdown.clone(),
+        ));
+        let writer = StatusWriter {
+            client: client.clone(),
+            index: status_index,
+            leader: leader_rx,
+            synced: status_synced,
+            gateway: active,
+            patch_timeout,
+            metrics: status_metrics,
+        };
+        tokio::spawn(writer.run(shutdown.clone()));
+    }
 
     let grpc_listener = tokio::net::TcpListener::bind(args.grpc_addr)
         .await
@@ -210,15 +229,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             }
         },
     );
-    let admin = AdminServer::bind(
-        args.admin_addr,
-        readiness.clone(),
-        Arc::new(registry),
-        &peers,
-    )
-    .await
-    .with_context(|| format!("binding the admin server on {}", args.admin_addr))?
-    .with_routes(introspection.routes());
+    let admin = AdminServer::bind(args.admin_addr, readiness.clone(), Arc::new(root), &peers)
+        .await
+        .with_context(|| format!("binding the admin server on {}", args.admin_addr))?
+        .with_routes(introspection.routes());
 
     // Either server failing stops the process; on shutdown both drain.
     let grpc = async {
@@ -232,6 +246,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             outbound,
             workload_ports,
             synced,
+            &grpc_server_metrics,
             shutdown.clone(),
         )
         .await

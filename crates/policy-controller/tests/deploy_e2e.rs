@@ -1,7 +1,8 @@
 //! `policy-controller` started as `deploy/` starts it: the container's
 //! exact command and arguments (the Linkerd chart's), authenticated as the
 //! pod's own ServiceAccount with only the RBAC of `deploy/base/rbac.yaml`.
-//! It must become ready: every watch synced and the webhook serving.
+//! It must become ready (every watch synced and the webhook serving) and
+//! export what Linkerd's dashboards read, under the original's names.
 
 use std::time::Duration;
 
@@ -39,6 +40,7 @@ async fn starts_from_the_deploy_args_with_its_service_account() {
         "--server-tls-certs=",
     ];
     let admin = free_addr();
+    let grpc = free_addr();
     let mut args: Vec<String> = line[1..]
         .iter()
         .filter(|a| !replaced.iter().any(|r| a.starts_with(r)))
@@ -47,7 +49,7 @@ async fn starts_from_the_deploy_args_with_its_service_account() {
     assert_eq!(args.len(), line.len() - 1 - replaced.len(), "{line:?}");
     args.extend([
         format!("--admin-addr={admin}"),
-        format!("--grpc-addr={}", free_addr()),
+        format!("--grpc-addr={grpc}"),
         format!("--server-addr={}", free_addr()),
         format!("--server-tls-key={}", key.display()),
         format!("--server-tls-certs={}", crt.display()),
@@ -70,6 +72,46 @@ async fn starts_from_the_deploy_args_with_its_service_account() {
             "gateway API routes: grpcroutes v1, httproutes v1, tcproutes v1alpha2, tlsroutes v1alpha2"
         ),
         "{body}"
+    );
+
+    // One call of the outbound API (for a Service that does not exist):
+    // the original's gRPC series appear with its labels and code spelling.
+    let mut client =
+        linkerd2_proxy_api::outbound::outbound_policies_client::OutboundPoliciesClient::connect(
+            format!("http://{grpc}"),
+        )
+        .await
+        .expect("connect");
+    let spec = linkerd2_proxy_api::outbound::TrafficSpec {
+        source_workload: "linkerd:client".into(),
+        target: Some(
+            linkerd2_proxy_api::outbound::traffic_spec::Target::Authority(
+                "nowhere.linkerd.svc.cluster.local:80".into(),
+            ),
+        ),
+    };
+    let code = match client.get(spec).await {
+        Ok(_) => tonic::Code::Ok,
+        Err(status) => status.code(),
+    };
+    let code = grpc_stream::metrics::CodeNames::Rust.name(code);
+    let (_, metrics) = policy.admin_get("/metrics").await;
+    let wanted = [
+        test_support::dashboards::PROCESS,
+        test_support::dashboards::GRPC_SERVER,
+    ]
+    .concat();
+    let missing = test_support::dashboards::missing(&metrics, &wanted);
+    assert!(missing.is_empty(), "missing {missing:?} in\n{metrics}");
+    let handled = format!(
+        "grpc_server_handled_total{{grpc_service=\"io.linkerd.proxy.outbound.OutboundPolicies\",grpc_method=\"Get\",grpc_type=\"unary\",grpc_code=\"{code}\"}} 1"
+    );
+    assert!(metrics.contains(&handled), "{handled}\n{metrics}");
+    assert!(
+        !metrics.lines().any(
+            |l| l.starts_with("policy_grpc_server_handled") || l.starts_with("policy_process_")
+        ),
+        "the original's names carry no policy_ prefix\n{metrics}"
     );
 
     // The status writer's Lease, claimed with the account's lease rights.

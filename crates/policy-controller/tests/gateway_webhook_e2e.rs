@@ -1,8 +1,9 @@
 //! What `kubectl apply` prints through the policy webhook for the kinds
 //! around the Gateway API, against the local control plane: a kind the
-//! webhook does not handle is admitted with a warning; a Gateway API route
-//! on a Server that the inbound index would ignore is refused with the
-//! index conversion's error.
+//! webhook does not handle is refused with the original's `unsupported
+//! resource type: <group>.<version>.<kind>`; a Gateway API route is refused
+//! for what the original checks (a `RegularExpression` gRPC method match)
+//! and admitted otherwise, a filter Meridian does not apply included.
 
 use std::time::Duration;
 
@@ -52,11 +53,11 @@ spec:
 ";
 
 /// What `kubectl apply` prints through the policy webhook: a kind it does
-/// not handle is admitted with the original's message as a warning, and a
-/// GRPCRoute on a Server that the inbound index would ignore is refused
-/// with the conversion's error.
+/// not handle is refused with the original's message, a GRPCRoute with a
+/// method match the original refuses is refused, and one with a filter the
+/// Gateway API allows is admitted.
 #[tokio::test]
-async fn kubectl_apply_through_the_webhook_warns_and_refuses() {
+async fn kubectl_apply_through_the_webhook_refuses_as_the_original() {
     let env = TestEnv::new("gateway-webhook").await;
     env.cluster().ensure_crds();
     kubectl(
@@ -127,25 +128,24 @@ async fn kubectl_apply_through_the_webhook_warns_and_refuses() {
     kubectl(&env, &["apply", "-f", "-"], Some(&config.to_string()));
 
     let widget = "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\nspec: {}\n";
-    let warning = "Warning: unsupported resource type: example.com.v1.Widget";
+    let denied = "admission webhook \"linkerd-policy-validator.linkerd.io\" denied the request: unsupported resource type: example.com.v1.Widget";
     // The apiserver picks the configuration up asynchronously.
-    eventually("the webhook's warning", TIMEOUT, || async {
+    eventually("the webhook's refusal", TIMEOUT, || async {
         let (ok, out) = env.cluster().kubectl(
             &["apply", "--dry-run=server", "-n", &env.ns, "-f", "-"],
             Some(widget),
         );
-        if ok && out.contains(warning) {
+        if !ok && out.contains(denied) {
             Ok(())
         } else {
             Err(out)
         }
     })
     .await;
-    let out = kubectl(&env, &["apply", "-n", &env.ns, "-f", "-"], Some(widget));
-    assert!(
-        out.contains(warning) && out.contains("widget.example.com/w created"),
-        "{out}"
-    );
+    let (ok, out) = env
+        .cluster()
+        .kubectl(&["apply", "-n", &env.ns, "-f", "-"], Some(widget));
+    assert!(!ok && out.contains(denied), "{out}");
 
     let bad = GRPC_ROUTE.replace(
         "service: demo.Echo",
@@ -164,6 +164,18 @@ async fn kubectl_apply_through_the_webhook_warns_and_refuses() {
     assert!(
         out.contains("grpcroute.gateway.networking.k8s.io/rpc created"),
         "{out}"
+    );
+    // A Server parent naming a port, and a filter Meridian does not apply:
+    // the original checks neither, so both are admitted, without a warning.
+    let other = GRPC_ROUTE
+        .replace("name: rpc", "name: rpc-port")
+        .replace("name: web-grpc", "name: web-grpc\n      port: 8080")
+        + "      filters:\n        - type: ExtensionRef\n          extensionRef: {group: example.com, kind: Widget, name: w}\n";
+    let out = kubectl(&env, &["apply", "-n", &env.ns, "-f", "-"], Some(&other));
+    assert_eq!(
+        out.trim(),
+        "grpcroute.gateway.networking.k8s.io/rpc-port created",
+        "{other}\n{out}"
     );
     kubectl(
         &env,

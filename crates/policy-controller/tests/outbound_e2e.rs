@@ -197,6 +197,16 @@ async fn next_matching(
 
 /// `(status, reason)` of our condition `type_` for the Service parent.
 fn condition(env: &TestEnv, route: &str, type_: &str) -> Option<(String, String)> {
+    condition_with_message(env, route, type_).map(|(s, r, _)| (s, r))
+}
+
+/// `(status, reason, message)` of our condition `type_` for the Service
+/// parent.
+fn condition_with_message(
+    env: &TestEnv,
+    route: &str,
+    type_: &str,
+) -> Option<(String, String, String)> {
     let (ok, out) = env.cluster().kubectl(
         &[
             "get",
@@ -229,6 +239,7 @@ fn condition(env: &TestEnv, route: &str, type_: &str) -> Option<(String, String)
     Some((
         cond["status"].as_str()?.to_string(),
         cond["reason"].as_str()?.to_string(),
+        cond["message"].as_str().unwrap_or_default().to_string(),
     ))
 }
 
@@ -419,13 +430,15 @@ async fn annotations_addresses_and_status_codes() {
         .expect("short authority");
     assert_eq!(kind_of(&short), "opaque");
 
+    // A Service that does not exist (yet): its default policy, as the
+    // original's (`NotFound` would be cached by a proxy; see `lag_e2e`).
     let unknown = get(by_authority(
         &env.ns,
         &format!("nope.{}.svc.cluster.local:80", env.ns),
     ))
     .await
-    .expect_err("unknown");
-    assert_eq!(unknown.code(), Code::NotFound, "{unknown:?}");
+    .expect("the default policy of a missing Service");
+    assert_eq!(kind_of(&unknown), "detect", "{unknown:?}");
     let in_cluster = get(by_addr(&env.ns, "10.255.255.254".parse().expect("ip"), 80))
         .await
         .expect_err("no such service");
@@ -460,11 +473,15 @@ async fn annotations_addresses_and_status_codes() {
     assert_eq!(kind_of(&again), "opaque");
 }
 
-/// `kubectl apply` of routes the index would ignore is refused by our
-/// webhook, with the message.
+/// `kubectl apply` through our webhook decides as the original's: what it
+/// validates (a Service backend without a port, retry annotations, one
+/// rule per TLS/TCP route) is refused with the message; a filter the
+/// Gateway API allows but Meridian does not apply (`RequestMirror`) is
+/// admitted, and the status writer says why the route is not served.
 #[tokio::test]
-async fn kubectl_apply_of_invalid_routes_is_refused() {
+async fn kubectl_apply_through_the_webhook_decides_as_the_original() {
     let env = TestEnv::new("outbound").await;
+    apply(&env, &env.ns, &service_yaml("web", ""));
     let dir = tempfile::tempdir().expect("tempdir");
     let ca = LocalCa::new("policy-validator-test-ca").expect("CA");
     let cert = ca
@@ -493,17 +510,47 @@ async fn kubectl_apply_of_invalid_routes_is_refused() {
         "    - filters: [{type: RequestMirror, requestMirror: {backendRef: {name: web, port: 80}}}]
 ",
     );
+    // (With an empty group the CRD's own rule refuses a portless Service
+    // backend first; `core` names the same Service for the original.)
+    let portless = route_yaml(
+        "portless",
+        ns,
+        "    - backendRefs: [{group: core, kind: Service, name: web}]
+",
+    );
     let want = format!(
-        "admission webhook \"{WEBHOOK}\" denied the request: HTTPRoute \"{ns}/mirror\" is invalid: unsupported filter \"RequestMirror\""
+        "admission webhook \"{WEBHOOK}\" denied the request: HTTPRoute \"{ns}/portless\" is invalid: invalid backendRef: cannot reference a Service without a port"
     );
     eventually("the webhook to be called", TIMEOUT, || async {
         let (ok, out) = env
             .cluster()
-            .kubectl(&["apply", "-n", ns, "-f", "-"], Some(&mirror));
+            .kubectl(&["apply", "-n", ns, "-f", "-"], Some(&portless));
         if !ok && out.contains(&want) {
             Ok(())
         } else {
             Err(out)
+        }
+    })
+    .await;
+
+    // Admitted as the original admits it (no warning either) ...
+    let out = kubectl(&env, ns, &["apply", "-f", "-"], Some(&mirror));
+    assert_eq!(
+        out.trim(),
+        "httproute.gateway.networking.k8s.io/mirror created",
+        "{out}"
+    );
+    // ... and reported: our status writer does not accept it on the Service.
+    eventually("the mirror route's status", TIMEOUT, || async {
+        match condition_with_message(&env, "mirror", "Accepted") {
+            Some((s, r, m))
+                if s == "False"
+                    && r == "UnsupportedValue"
+                    && m == "unsupported filter \"RequestMirror\"" =>
+            {
+                Ok(())
+            }
+            other => Err(format!("{other:?}")),
         }
     })
     .await;
@@ -619,6 +666,7 @@ async fn meridian_cli_prints_the_outbound_policy() {
         out.contains(&format!("web.{}.svc.cluster.local:80", env.ns)),
         "{out}"
     );
+    // A Service that does not exist: its default policy, as the original.
     let (ok, out) = run(vec![
         "policy".into(),
         "svc/nope".into(),
@@ -627,7 +675,11 @@ async fn meridian_cli_prints_the_outbound_policy() {
         env.ns.clone(),
         format!("--policy-addr={addr}"),
     ]);
-    assert!(!ok && out.contains("NotFound"), "{out}");
+    assert!(ok && out.contains("Detect"), "{out}");
+    assert!(
+        out.contains(&format!("nope.{}.svc.cluster.local:80", env.ns)),
+        "{out}"
+    );
 }
 
 /// On SIGTERM, open streams end with `OK` (as the original's), not

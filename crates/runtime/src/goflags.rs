@@ -154,13 +154,26 @@ pub fn parse_go_bool(value: &str) -> Option<bool> {
     }
 }
 
-/// `-log-level` of the Go controllers (a logrus level) as a `tracing`
-/// filter: `panic` and `fatal` are `error`, `warning` is `warn`; anything
-/// else (Meridian's filter directives included) is kept.
+/// `-log-level` of the Go controllers (a logrus level, as the chart's
+/// `controllerLogLevel` passes it) as the `tracing` filter meaning the
+/// same to an operator: `panic` and `fatal` are `error`, `warning` is
+/// `warn`; `debug` is Meridian's own logs at `debug` and the Kubernetes
+/// client's too (the Go controllers then turn client-go's request logging
+/// on, klog `-v=6`), other libraries (HTTP/2, TLS) staying at `info`;
+/// `trace` is everything. Anything else (Meridian's filter directives
+/// included) is kept.
 pub fn go_log_level(value: &str) -> String {
     match value.to_ascii_lowercase().as_str() {
         "panic" | "fatal" => "error".to_string(),
         "warning" => "warn".to_string(),
+        "debug" => {
+            let ours = crate::logging::MERIDIAN_TARGETS
+                .iter()
+                .map(|t| format!(",{t}=debug"))
+                .collect::<String>();
+            format!("info{ours},kube_client=debug,kube_runtime=debug")
+        }
+        "error" | "warn" | "info" | "trace" => value.to_ascii_lowercase(),
         _ => value.to_string(),
     }
 }

@@ -38,6 +38,14 @@ pub enum KubeClientError {
 impl KubeClientArgs {
     /// Builds a client from the flags.
     pub async fn client(&self) -> Result<kube::Client, KubeClientError> {
+        self.instrumented_client(None).await
+    }
+
+    /// Builds a client from the flags whose requests `metrics` counts.
+    pub async fn instrumented_client(
+        &self,
+        metrics: Option<&crate::http_client_metrics::HttpClientMetrics>,
+    ) -> Result<kube::Client, KubeClientError> {
         let options = kube::config::KubeConfigOptions {
             context: self.context.clone(),
             ..Default::default()
@@ -60,6 +68,11 @@ impl KubeClientArgs {
             None if self.context.is_some() => kube::Config::from_kubeconfig(&options).await?,
             None => kube::Config::infer().await?,
         };
-        Ok(kube::Client::try_from(config)?)
+        match metrics {
+            None => Ok(kube::Client::try_from(config)?),
+            Some(metrics) => Ok(kube::client::ClientBuilder::try_from(config)?
+                .with_layer(&metrics.layer())
+                .build()),
+        }
     }
 }

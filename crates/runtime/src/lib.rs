@@ -8,15 +8,18 @@
 //! Replicas that write elect one leader through a Lease ([`lease`]).
 //! Address flags all read the same forms ([`addr`]), and binaries that the
 //! original's Helm chart starts read its Go-style flags ([`goflags`]).
+//! Every binary exports the standard process metrics ([`process_metrics`]).
 
 pub mod addr;
 pub mod admin;
 pub mod goflags;
+pub mod http_client_metrics;
 pub mod kube_client;
 pub mod lease;
 pub mod logging;
 pub mod peers;
 pub mod periodic;
+pub mod process_metrics;
 pub mod readiness;
 pub mod shutdown;
 

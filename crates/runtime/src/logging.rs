@@ -1,8 +1,57 @@
 //! Structured logging flags (`--log-level`, `--log-format plain|json`) and
 //! their installation as the global `tracing` subscriber.
+//!
+//! `--log-level` takes `tracing` filter directives. The Linkerd chart
+//! writes them for the original's crates (the policy controller's
+//! `linkerd=info,warn`, `linkerd=debug`): a directive for `linkerd` or a
+//! `linkerd_…` target applies to Meridian's own crates
+//! ([`MERIDIAN_TARGETS`]), so `linkerd=info,warn` is Meridian at `info`
+//! and every library at `warn`, as it is for the original. (The Go
+//! controllers' plain levels are translated by
+//! [`crate::goflags::go_log_level`].)
 
 use clap::{Args, ValueEnum};
 use tracing_subscriber::{EnvFilter, fmt, prelude::*};
+
+/// The `tracing` targets of Meridian's own crates: what a directive for
+/// the original's `linkerd` crates means here.
+pub const MERIDIAN_TARGETS: &[&str] = &[
+    "destination",
+    "sp_validator",
+    "policy_controller",
+    "meridian_runtime",
+    "admission",
+    "k8s_index",
+    "k8s_api",
+    "grpc_stream",
+];
+
+/// Rewrites the directives for `linkerd` or `linkerd_…` targets (the
+/// original's crates) into the same directive for each of
+/// [`MERIDIAN_TARGETS`]; other directives are kept as they are.
+pub fn linkerd_directives(filter: &str) -> String {
+    filter
+        .split(',')
+        .map(|directive| {
+            let target_end = directive.find(['[', '=']).unwrap_or(directive.len());
+            let target = &directive[..target_end];
+            let is_linkerd = directive.contains('=')
+                && (target == "linkerd"
+                    || target.starts_with("linkerd_")
+                    || target.starts_with("linkerd::"));
+            if !is_linkerd {
+                return directive.to_string();
+            }
+            let rest = &directive[target_end..];
+            MERIDIAN_TARGETS
+                .iter()
+                .map(|t| format!("{t}{rest}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
 
 /// How log lines are rendered.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
@@ -17,7 +66,9 @@ pub enum LogFormat {
 /// Logging flags shared by every binary.
 #[derive(Clone, Debug, Args)]
 pub struct LogArgs {
-    /// Log filter: a level (`info`) or `tracing` directives (`info,kube=warn`).
+    /// Log filter: a level (`info`) or `tracing` directives (`info,kube=warn`);
+    /// `linkerd` (the original's crates, as Linkerd's chart writes
+    /// `linkerd=info,warn`) stands for Meridian's own crates.
     #[arg(long, env = "MERIDIAN_LOG", default_value = "info")]
     pub log_level: String,
 
@@ -77,7 +128,7 @@ impl LogArgs {
     /// - `kube_client::client::builder` logs each transport failure at
     ///   `error`: off.
     fn directives(&self) -> String {
-        let mut directives = self.log_level.clone();
+        let mut directives = linkerd_directives(&self.log_level);
         if !self.log_level.contains("kube_runtime") {
             directives.push_str(",kube_runtime::watcher=error");
         }
@@ -96,6 +147,85 @@ mod tests {
         LogArgs {
             log_level: level.into(),
             log_format: LogFormat::Plain,
+        }
+    }
+
+    /// The chart's values mean to Meridian what they mean to the original.
+    #[test]
+    fn the_charts_levels_name_meridians_crates() {
+        let ours = |level: &str| {
+            MERIDIAN_TARGETS
+                .iter()
+                .map(|t| format!("{t}={level}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        assert_eq!(
+            linkerd_directives("linkerd=info,warn"),
+            format!("{},warn", ours("info"))
+        );
+        assert_eq!(linkerd_directives("linkerd=debug"), ours("debug"));
+        assert_eq!(
+            linkerd_directives("warn,linkerd_policy_controller=trace,kube=info"),
+            format!("warn,{},kube=info", ours("trace"))
+        );
+        // Directives for other targets, and bare levels, are kept.
+        assert_eq!(linkerd_directives("info"), "info");
+        assert_eq!(linkerd_directives("linkerdish=debug"), "linkerdish=debug");
+        for level in [
+            "linkerd=info,warn",
+            "linkerd=debug",
+            "linkerd[span]=debug,info",
+        ] {
+            let filter = args(level).directives();
+            EnvFilter::try_new(&filter).unwrap_or_else(|e| panic!("{filter}: {e}"));
+        }
+        // What each filter lets through, as the subscriber decides it.
+        let logged = |level: &str| {
+            let buf = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+            let writer = {
+                let buf = buf.clone();
+                move || Sink(buf.clone())
+            };
+            let subscriber = tracing_subscriber::registry()
+                .with(EnvFilter::try_new(args(level).directives()).expect("filter"))
+                .with(fmt::layer().with_writer(writer).with_ansi(false));
+            tracing::subscriber::with_default(subscriber, || {
+                tracing::info!(target: "policy_controller::index", "ours-info");
+                tracing::debug!(target: "destination::grpc", "ours-debug");
+                tracing::info!(target: "h2::proto", "h2-info");
+                tracing::warn!(target: "h2::proto", "h2-warn");
+            });
+            let text = String::from_utf8(buf.lock().expect("lock").clone()).expect("utf8");
+            ["ours-info", "ours-debug", "h2-info", "h2-warn"]
+                .into_iter()
+                .filter(|m| text.contains(m))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(logged("linkerd=info,warn"), ["ours-info", "h2-warn"]);
+        assert_eq!(logged("linkerd=debug"), ["ours-info", "ours-debug"]);
+        let go_debug = crate::goflags::go_log_level("debug");
+        assert_eq!(
+            logged(&go_debug),
+            ["ours-info", "ours-debug", "h2-info", "h2-warn"]
+        );
+        assert_eq!(logged("info"), ["ours-info", "h2-info", "h2-warn"]);
+    }
+
+    /// A log writer into a shared buffer.
+    struct Sink(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Sink {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0
+                .lock()
+                .map_err(|_| std::io::Error::other("poisoned"))?
+                .extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
         }
     }
 

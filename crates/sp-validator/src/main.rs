@@ -27,6 +27,7 @@ async fn main() -> anyhow::Result<()> {
     let readiness = Readiness::default();
     let tls_ready = readiness.register("webhook TLS");
     let mut registry = Registry::default();
+    meridian_runtime::process_metrics::register(&mut registry);
     let metrics = admission::Metrics::register(registry.sub_registry_with_prefix("sp_validator"));
     let peers = ConnectionMetrics::register(&mut registry);
     let admin = AdminServer::bind(args.admin_addr, readiness, Arc::new(registry), &peers)

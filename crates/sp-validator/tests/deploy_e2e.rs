@@ -1,7 +1,8 @@
 //! `sp-validator` started as `deploy/` starts it: the container's exact
 //! arguments (the Linkerd chart's Go-style flags), with this test's
 //! loopback addresses and certificate files in place of the pod's. It must
-//! become ready and answer the original's liveness probe, `/ping`.
+//! become ready, answer the original's liveness probe, `/ping`, and export
+//! the process series Linkerd's dashboards read.
 
 use test_support::{LocalCa, ServerProcess, deploy::destination_pod_command, free_addr};
 
@@ -29,4 +30,8 @@ async fn starts_from_the_deploy_args() {
     let sp = ServerProcess::start(program.as_ref(), &line, admin).await;
     let (status, body) = sp.admin_get("/ping").await;
     assert_eq!((status, body.as_str()), (200, "pong\n"));
+    let (status, metrics) = sp.admin_get("/metrics").await;
+    assert_eq!(status, 200);
+    let missing = test_support::dashboards::missing(&metrics, test_support::dashboards::PROCESS);
+    assert!(missing.is_empty(), "missing {missing:?} in\n{metrics}");
 }

@@ -1,7 +1,8 @@
 //! A cluster with a real node for tests whose pods must really run:
 //! containerd, kubelet (real probes), kube-proxy (ClusterIP Services routed
-//! from the host too), kube-scheduler, ServiceAccount tokens, and the
-//! locally built pause and HTTP test images already loaded.
+//! from the host too), kube-scheduler, ServiceAccount tokens, the cluster
+//! DNS (CoreDNS as `kube-system/kube-dns`; pods resolve Services by name),
+//! and the locally built pause and HTTP test images already loaded.
 //!
 //! - [`RealNodeCluster::start`] gives a cluster owned by the test: dropping
 //!   it (also when the test panics) stops everything and undoes every change

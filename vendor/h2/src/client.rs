@@ -348,6 +348,9 @@ pub struct Builder {
     ///
     /// When this gets exhausted, we issue a GOAWAY with `ENHANCE_YOUR_CALM`.
     data_frame_budget: proto::DataFrameBudget,
+
+    /// (Meridian's patch) Free the read and write buffers while empty.
+    release_idle_buffers: bool,
 }
 
 #[derive(Debug)]
@@ -669,6 +672,7 @@ impl Builder {
             stream_id: 1.into(),
             local_max_error_reset_streams: Some(proto::DEFAULT_LOCAL_RESET_COUNT_MAX),
             data_frame_budget: proto::DataFrameBudget::Auto,
+            release_idle_buffers: cfg!(feature = "release-idle-buffers-by-default"),
         }
     }
 
@@ -1175,6 +1179,28 @@ impl Builder {
         self
     }
 
+    /// Frees the connection's read and write buffers whenever they are
+    /// empty, and allocates them again when data moves.
+    ///
+    /// By default a connection keeps a 16 KiB write buffer and an 8 KiB read
+    /// buffer for its whole life. A server holding many mostly idle
+    /// connections (a control plane's, one per client) spends most of its
+    /// per-connection memory on them. With this option the write buffer is
+    /// allocated (1 KiB, growing up to the same 16 KiB bound) when a frame
+    /// is buffered and freed once everything was written; the read buffer
+    /// (8 KiB) is allocated when a read is attempted and freed when the read
+    /// would block with nothing buffered (a partly received frame keeps it).
+    /// What is sent and received, and when, does not change; a busy
+    /// connection pays an allocation per burst.
+    ///
+    /// The default is `false`.
+    ///
+    /// (Meridian's patch, proposed upstream: see the fork's README.)
+    pub fn release_idle_buffers(&mut self, enabled: bool) -> &mut Self {
+        self.release_idle_buffers = enabled;
+        self
+    }
+
     /// Sets the first stream ID to something other than 1.
     #[cfg(feature = "unstable")]
     pub fn initial_stream_id(&mut self, stream_id: u32) -> &mut Self {
@@ -1348,6 +1374,9 @@ where
         if let Some(max) = builder.settings.max_header_list_size() {
             codec.set_max_recv_header_list_size(max as usize);
         }
+
+        // (Meridian's patch)
+        codec.set_release_idle_buffers(builder.release_idle_buffers);
 
         // Send initial settings frame
         codec

@@ -124,6 +124,7 @@ use bytes::{Buf, Bytes};
 use http::{HeaderMap, Method, Request, Response};
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 use std::{fmt, io};
@@ -263,6 +264,24 @@ pub struct Builder {
     ///
     /// When this gets exhausted, we issue a GOAWAY with `ENHANCE_YOUR_CALM`.
     data_frame_budget: proto::DataFrameBudget,
+
+    /// (Meridian's patch) Free the read and write buffers while empty.
+    release_idle_buffers: bool,
+}
+
+/// (Meridian's fork only, not proposed upstream) The value of
+/// [`Builder::release_idle_buffers`] in every `Builder` created afterwards.
+static RELEASE_IDLE_BUFFERS_DEFAULT: AtomicBool = AtomicBool::new(false);
+
+/// Sets the default of [`Builder::release_idle_buffers`] for every server
+/// `Builder` created afterwards in this process (`false` unless set).
+///
+/// (Meridian's fork only, not proposed upstream: hyper, and tonic above it,
+/// create the `Builder` of each connection themselves and offer no way to
+/// set this option on it. Upstream, hyper's HTTP/2 builder would forward
+/// the option instead.)
+pub fn set_release_idle_buffers_default(enabled: bool) {
+    RELEASE_IDLE_BUFFERS_DEFAULT.store(enabled, Ordering::Relaxed);
 }
 
 /// Send a response back to the client
@@ -395,6 +414,9 @@ where
         if let Some(max) = builder.settings.max_header_list_size() {
             codec.set_max_recv_header_list_size(max as usize);
         }
+
+        // (Meridian's patch)
+        codec.set_release_idle_buffers(builder.release_idle_buffers);
 
         // Send initial settings frame.
         codec
@@ -663,6 +685,8 @@ impl Builder {
             max_send_buffer_size: proto::DEFAULT_MAX_SEND_BUFFER_SIZE,
             local_max_error_reset_streams: Some(proto::DEFAULT_LOCAL_RESET_COUNT_MAX),
             data_frame_budget: proto::DataFrameBudget::Auto,
+            release_idle_buffers: RELEASE_IDLE_BUFFERS_DEFAULT.load(Ordering::Relaxed)
+                || cfg!(feature = "release-idle-buffers-by-default"),
         }
     }
 
@@ -1066,6 +1090,28 @@ impl Builder {
     /// updates the permitted framing overhead.
     pub fn data_frame_budget(&mut self, budget: usize) -> &mut Self {
         self.data_frame_budget = proto::DataFrameBudget::Configured(budget);
+        self
+    }
+
+    /// Frees the connection's read and write buffers whenever they are
+    /// empty, and allocates them again when data moves.
+    ///
+    /// By default a connection keeps a 16 KiB write buffer and an 8 KiB read
+    /// buffer for its whole life. A server holding many mostly idle
+    /// connections (a control plane's, one per client) spends most of its
+    /// per-connection memory on them. With this option the write buffer is
+    /// allocated (1 KiB, growing up to the same 16 KiB bound) when a frame
+    /// is buffered and freed once everything was written; the read buffer
+    /// (8 KiB) is allocated when a read is attempted and freed when the read
+    /// would block with nothing buffered (a partly received frame keeps it).
+    /// What is sent and received, and when, does not change; a busy
+    /// connection pays an allocation per burst.
+    ///
+    /// The default is `false`.
+    ///
+    /// (Meridian's patch, proposed upstream: see the fork's README.)
+    pub fn release_idle_buffers(&mut self, enabled: bool) -> &mut Self {
+        self.release_idle_buffers = enabled;
         self
     }
 

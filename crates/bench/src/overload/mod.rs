@@ -180,7 +180,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let spv_pid = sp_validator.pid().context("sp-validator pid")?;
     let tls = tls_connector(&ca)?;
 
-    stalled_rounds(&args, &client, &plan, destination.grpc).await?;
+    let missed = stalled_rounds(&args, &client, &plan, destination.grpc).await?;
+    // The floods (raw HTTP/2, not counted here) are refused and the bad
+    // peers closed on purpose; the Get streams of part 1 stay open
+    // meanwhile and must not end.
+    crate::ends::phase("floods and bad peers", false);
 
     let dst = Proc {
         name: "destination",
@@ -258,6 +262,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     )
     .await?;
 
+    crate::ends::phase("teardown", true);
     sp_validator.stop(Duration::from_secs(5));
     let mut policy_process = policy.process;
     policy_process.stop(Duration::from_secs(5));
@@ -265,6 +270,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     destination_process.stop(Duration::from_secs(5));
     drop(cluster);
     let _ = std::fs::remove_dir_all(&work_dir);
+    let (streams, connections) = crate::ends::report();
+    println!(
+        "  summary: missed updates {missed}, unexpected stream ends {streams}, unexpected connection ends {connections}"
+    );
     Ok(())
 }
 

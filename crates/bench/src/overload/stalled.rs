@@ -7,7 +7,7 @@ pub(super) async fn stalled_rounds(
     client: &kube::Client,
     plan: &Plan,
     grpc: SocketAddr,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<usize> {
     let conns = proxy_client::connect(grpc, args.connections.max(1)).await?;
     let (events_tx, mut events_rx) = mpsc::unbounded_channel::<(usize, Instant)>();
     let ready = Arc::new(AtomicUsize::new(0));
@@ -88,8 +88,18 @@ pub(super) async fn stalled_rounds(
     println!(
         "    (from watchers: from our own watch seeing the write, Meridian's share; the stalled clients' connections stay open through the later rounds)"
     );
+    let missed: usize = rounds.iter().map(|(_, fan_out)| fan_out.missed()).sum();
+    println!(
+        "    missed updates (an open stream without the update within 30 s): {missed}{}",
+        if missed > 0 {
+            " — UPDATES MISSED"
+        } else {
+            ""
+        }
+    );
+    // Disposable connections: their clean close is expected.
     drop(stalled);
-    Ok(())
+    Ok(missed)
 }
 
 /// A client whose one `Get` on the hot Service is never read: 1 KiB

@@ -245,7 +245,10 @@ fn start(holding: &Mutex<Holding>) {
     h.opened += 1;
 }
 
+/// A stream failed to open, or ended with `status` (counted in
+/// [`crate::ends`]).
 fn failed(holding: &Mutex<Holding>, status: &tonic::Status) -> u64 {
+    crate::ends::stream_ended(crate::ends::describe_status(status), None);
     lock(holding).last_error = Some(format!("{:?}: {}", status.code(), status.message()));
     0
 }
@@ -280,6 +283,7 @@ async fn read<M>(
                 apply(&mut h, message);
             }
             Ok(None) => {
+                crate::ends::stream_ended("ended by the server (OK)".into(), None);
                 lock(holding).last_error = Some("stream ended (OK)".into());
                 return received;
             }

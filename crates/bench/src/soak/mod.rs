@@ -189,6 +189,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         // Every other segment runs with the stallable streams not reading.
         let stalled = segment % 2 == 1;
         soak.stall.send_replace(stalled);
+        crate::ends::phase("operations", false);
         for _ in 0..ops {
             soak.workload.step().await;
         }
@@ -198,8 +199,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             soak.inject(fault, segment + 1).await?;
         }
     }
+    crate::ends::phase("final audit", false);
     soak.audit("final", Instant::now(), None).await?;
     soak.report(seed, started.elapsed());
+    crate::ends::report();
+    crate::ends::phase("teardown", true);
 
     let stale: usize = soak.audits.iter().map(|a| a.stale.len()).sum();
     let final_stale = soak.audits.last().map_or(0, |a| a.stale.len());
@@ -360,6 +364,9 @@ impl Soak {
         println!("  fault {n}: {fault} (after {} ops)", self.workload.total());
         self.faults.push(fault);
         let label = format!("fault {n}: {fault}");
+        // Streams end when a server goes away: expected until the audit
+        // after the fault found every stream correct again.
+        crate::ends::phase(&label, true);
         let at = Instant::now();
         match fault {
             Fault::ApiserverRestart => {

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
+pub use super::pod::{OwnerRef, PodFacts, ProxyPortError, ProxyPorts};
 use crate::config::TranslatorConfig;
 use k8s_api::ports::PortRanges;
 
@@ -107,15 +108,6 @@ pub enum ParentKind {
     Job,
 }
 
-/// An owner reference reduced to what the labels need.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct OwnerRef {
-    /// Kind as written in the reference (e.g. `Deployment`).
-    pub kind: String,
-    /// Name of the owner.
-    pub name: String,
-}
-
 /// The single owner metrics label of a pod: `<key>: <name>`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct OwnerLabel {
@@ -140,63 +132,23 @@ impl OwnerLabel {
     }
 }
 
-/// Why a proxy port could not be read from the pod spec.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum ProxyPortError {
-    /// No `linkerd-proxy` container (or init container).
-    #[error("no linkerd-proxy container in the pod spec")]
-    NoProxyContainer,
-    /// The env var is absent from the proxy container.
-    #[error("{env} is not set on the linkerd-proxy container")]
-    Missing {
-        /// Env var name.
-        env: &'static str,
-    },
-    /// The env var is not `ip:port` with a non-zero port.
-    #[error("{env}={value:?} on the linkerd-proxy container is not an ip:port")]
-    Unparsable {
-        /// Env var name.
-        env: &'static str,
-        /// Its value.
-        value: String,
-    },
-}
-
-/// The proxy's listen ports, read from the `linkerd-proxy` container env.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ProxyPorts {
-    /// `LINKERD2_PROXY_INBOUND_LISTEN_ADDR`.
-    pub inbound: Result<u16, ProxyPortError>,
-    /// `LINKERD2_PROXY_ADMIN_LISTEN_ADDR`.
-    pub admin: Result<u16, ProxyPortError>,
-    /// `LINKERD2_PROXY_CONTROL_LISTEN_ADDR`.
-    pub control: Result<u16, ProxyPortError>,
-}
-
-/// Everything about a pod that feeds its `WeightedAddr` or filtering.
+/// Everything about a pod that feeds its `WeightedAddr` or filtering: its
+/// stored facts (shared with the index, read through `Deref`) and its owner
+/// metrics label, resolved through the ReplicaSet or Job that owns it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PodInfo {
-    /// Pod name.
-    pub name: String,
-    /// Pod namespace (`default` if unset).
-    pub namespace: String,
-    /// Service account (`default` if unset).
-    pub service_account: String,
-    /// `spec.nodeName`, used by `internalTrafficPolicy: Local`.
-    pub node_name: Option<String>,
-    /// Non-empty `linkerd.io/control-plane-ns` label.
-    pub control_plane_ns: Option<String>,
-    /// Non-empty `pod-template-hash` label.
-    pub pod_template_hash: Option<String>,
+    /// The pod's facts, as the index stores them.
+    pub facts: Arc<PodFacts>,
     /// The owner metrics label.
     pub owner: OwnerLabel,
-    /// `config.linkerd.io/opaque-ports` if annotated (named ports resolved);
-    /// `None` means the default opaque ports apply.
-    pub opaque_ports: Option<PortRanges>,
-    /// `config.linkerd.io/skip-inbound-ports`.
-    pub skip_inbound_ports: PortRanges,
-    /// Proxy listen ports.
-    pub proxy_ports: ProxyPorts,
+}
+
+impl std::ops::Deref for PodInfo {
+    type Target = PodFacts;
+
+    fn deref(&self) -> &PodFacts {
+        &self.facts
+    }
 }
 
 impl PodInfo {
@@ -302,8 +254,8 @@ impl Workload {
     pub fn address_id(&self, family: AddressFamily) -> Option<AddressId> {
         match self {
             Self::Pod(pod) => Some(AddressId::Pod {
-                namespace: pod.namespace.clone(),
-                name: pod.name.clone(),
+                namespace: pod.namespace.to_string(),
+                name: pod.name.to_string(),
                 family,
             }),
             Self::External(ew) => Some(AddressId::ExternalWorkload {
@@ -320,7 +272,10 @@ impl Workload {
     /// The pod or ExternalWorkload this is (`None` for a gateway address).
     pub fn workload_ref(&self) -> Option<WorkloadRef> {
         match self {
-            Self::Pod(pod) => Some(WorkloadRef::Pod(pod.namespace.clone(), pod.name.clone())),
+            Self::Pod(pod) => Some(WorkloadRef::Pod(
+                pod.namespace.to_string(),
+                pod.name.to_string(),
+            )),
             Self::External(ew) => {
                 Some(WorkloadRef::External(ew.namespace.clone(), ew.name.clone()))
             }

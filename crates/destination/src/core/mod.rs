@@ -1,6 +1,7 @@
 //! Values and pure rules of the destination, with no Kubernetes, gRPC or
 //! proxy-API types: what a request names ([`authority`], [`context_token`]),
-//! what an endpoint is ([`endpoint`]), where a Service's endpoints come
+//! what an endpoint is ([`endpoint`]) and what is kept of a pod
+//! ([`pod`]) and of an EndpointSlice ([`slice`](mod@slice)), where a Service's endpoints come
 //! from ([`discovery`]), how a stream's view of a Service
 //! port is filtered ([`filter`]) and what a ServiceProfile says ([`profile`]).
 
@@ -9,7 +10,9 @@ pub mod context_token;
 pub mod discovery;
 pub mod endpoint;
 pub mod filter;
+pub mod pod;
 pub mod profile;
+pub mod slice;
 
 pub use authority::{ServiceId, Target};
 pub use filter::FilterKey;

@@ -13,7 +13,7 @@ use std::{
 };
 
 use k8s_api::{service_profile::ServiceProfile, workload::ExternalWorkload};
-use k8s_openapi::api::{core::v1::Pod, core::v1::Service, discovery::v1::EndpointSlice};
+use k8s_openapi::api::core::v1::Service;
 
 use crate::{
     config::TranslatorConfig,
@@ -21,12 +21,13 @@ use crate::{
         OpaquePortsUpdate, ServiceId,
         authority::parse_service_name,
         endpoint::{OwnerRef, ParentKind, WorkloadRef},
+        pod::PodFacts,
+        slice::SliceFacts,
     },
     k8s::{
-        endpoints::{slice_service_name, slice_workloads},
+        endpoints::slice_workloads,
         external_workloads::{workload_addrs, workload_ips},
         lookups::ClusterLookups,
-        pods::{exposes_host_port, pod_ips, serves_pod_ip},
         services::cluster_ips,
     },
 };
@@ -65,14 +66,19 @@ pub struct ClusterState {
     /// publishers are mutated.
     services: HashMap<ServiceId, Arc<Service>>,
     /// Slices by Service, then by slice name: a Service's slices are read
-    /// together and in a stable order (name), so a BTreeMap inside.
-    slices: HashMap<ServiceId, BTreeMap<String, Arc<EndpointSlice>>>,
+    /// together and in a stable order (name), so a BTreeMap inside. Their
+    /// facts only (`core::slice`), not the objects.
+    slices: HashMap<ServiceId, BTreeMap<String, SliceFacts>>,
     /// The Service each slice was filed under, by (namespace, slice name):
     /// a slice event must find (and leave) its previous Service even when
     /// its `kubernetes.io/service-name` label changed or it was deleted.
     slice_service: HashMap<ObjectName, ServiceId>,
-    /// Pods by (namespace, name), as the slices' targetRefs name them.
-    pods: HashMap<ObjectName, Arc<Pod>>,
+    /// Pods by (namespace, name), as the slices' targetRefs name them: the
+    /// facts the destination reads, not the objects (`core::pod`). `Arc`
+    /// because endpoints share them.
+    pods: HashMap<ObjectName, Arc<PodFacts>>,
+    /// The one copy of the strings pods repeat (namespaces, nodes, …).
+    strings: super::interner::Interner,
     /// ExternalWorkloads by (namespace, name), as the slices' targetRefs
     /// name them.
     external_workloads: HashMap<ObjectName, Arc<ExternalWorkload>>,
@@ -112,6 +118,7 @@ impl ClusterState {
             slices: HashMap::new(),
             slice_service: HashMap::new(),
             pods: HashMap::new(),
+            strings: super::interner::Interner::default(),
             external_workloads: HashMap::new(),
             workload_services: HashMap::new(),
             node_zones: HashMap::new(),
@@ -137,20 +144,20 @@ impl ClusterState {
     }
 
     /// The slices of a Service, by name.
-    pub fn slices_of(&self, service: &ServiceId) -> Option<&BTreeMap<String, Arc<EndpointSlice>>> {
+    pub fn slices_of(&self, service: &ServiceId) -> Option<&BTreeMap<String, SliceFacts>> {
         self.slices.get(service)
     }
 
     /// The slices of a Service.
-    pub fn service_slices(&self, service: &ServiceId) -> impl Iterator<Item = &EndpointSlice> {
+    pub fn service_slices(&self, service: &ServiceId) -> impl Iterator<Item = &SliceFacts> {
         self.slices
             .get(service)
             .into_iter()
-            .flat_map(|slices| slices.values().map(Arc::as_ref))
+            .flat_map(|slices| slices.values())
     }
 
-    /// A pod, if stored.
-    pub fn pod(&self, namespace: &str, name: &str) -> Option<&Arc<Pod>> {
+    /// A pod's facts, if stored.
+    pub fn pod(&self, namespace: &str, name: &str) -> Option<&Arc<PodFacts>> {
         self.pods.get(&(namespace.to_string(), name.to_string()))
     }
 
@@ -210,24 +217,24 @@ impl ClusterState {
     }
 
     /// Pods on the pod network with this IP that are not finished or terminating.
-    pub fn pods_at(&self, ip: IpAddr) -> Vec<Arc<Pod>> {
+    pub fn pods_at(&self, ip: IpAddr) -> Vec<Arc<PodFacts>> {
         self.pods_by_ip
             .get(&ip)
             .into_iter()
             .flatten()
             .filter_map(|(ns, name)| self.pod(ns, name).cloned())
-            .filter(|pod| serves_pod_ip(pod))
+            .filter(|pod| pod.serves_pod_ip())
             .collect()
     }
 
     /// A pod exposing `addr` as a host port (the first by namespace and
     /// name, should two claim it). Only the pods of that host IP are read.
-    pub fn pod_by_host_port(&self, addr: SocketAddr) -> Option<Arc<Pod>> {
+    pub fn pod_by_host_port(&self, addr: SocketAddr) -> Option<Arc<PodFacts>> {
         let mut keys: Vec<&ObjectName> = self.pods_by_ip.get(&addr.ip())?.iter().collect();
         keys.sort();
         keys.into_iter()
             .filter_map(|(ns, name)| self.pod(ns, name))
-            .find(|pod| exposes_host_port(pod, addr))
+            .find(|pod| pod.exposes_host_port(addr))
             .cloned()
     }
 
@@ -273,22 +280,38 @@ impl ClusterState {
         }
     }
 
-    /// Stores (or replaces) a slice named `(ns, name)`.
-    pub fn apply_slice(&mut self, ns: String, name: String, slice: EndpointSlice) -> Touched {
-        let mut touched = Touched::default();
-        touched.services.extend(self.remove_slice(&ns, &name));
-        let service = slice_service_name(&slice).map(|svc| ServiceId {
+    /// Stores (or replaces) a slice named `(ns, name)`. The same facts
+    /// again (a slice rewritten with nothing the index reads changed) touch
+    /// nothing.
+    pub fn apply_slice(&mut self, ns: String, name: String, slice: SliceFacts) -> Touched {
+        let service = slice.service.as_deref().map(|svc| ServiceId {
             namespace: ns.clone(),
             name: svc.to_string(),
         });
+        let key = (ns, name);
+        let unchanged = service.as_ref().is_some_and(|service| {
+            self.slice_service.get(&key) == Some(service)
+                && self
+                    .slices
+                    .get(service)
+                    .and_then(|slices| slices.get(&key.1))
+                    == Some(&slice)
+        });
+        if unchanged {
+            return Touched::default();
+        }
+        let (ns, name) = key;
+        let mut touched = Touched::default();
+        touched.services.extend(self.remove_slice(&ns, &name));
         if let Some(service) = service {
+            let slice = self.strings.slice(slice);
             self.track_slice_workloads(&service, &slice, true);
             self.slice_service
                 .insert((ns, name.clone()), service.clone());
             self.slices
                 .entry(service.clone())
                 .or_default()
-                .insert(name, Arc::new(slice));
+                .insert(name, slice);
             touched.services.insert(service);
         }
         touched
@@ -302,9 +325,16 @@ impl ClusterState {
         }
     }
 
-    /// Stores (`Some`) or forgets (`None`) a pod.
-    pub fn apply_pod(&mut self, key: ObjectName, pod: Option<Pod>) -> Touched {
-        if pod.is_none() && !self.pods.contains_key(&key) {
+    /// Stores (`Some`) or forgets (`None`) a pod's facts. Facts equal to
+    /// the stored ones (an update of a field no answer reads, such as a
+    /// container's readiness: the slice says that) touch nothing.
+    pub fn apply_pod(&mut self, key: ObjectName, pod: Option<PodFacts>) -> Touched {
+        let unchanged = match (&pod, self.pods.get(&key)) {
+            (None, None) => true,
+            (Some(new), Some(old)) => **old == *new,
+            _ => false,
+        };
+        if unchanged {
             return Touched::default();
         }
         let profile_ips = self.store_pod(key.clone(), pod);
@@ -319,7 +349,7 @@ impl ClusterState {
     /// publisher is recomputed once.
     pub fn reset_pods(
         &mut self,
-        pods: Vec<(ObjectName, Pod)>,
+        pods: Vec<(ObjectName, PodFacts)>,
         removed: Vec<ObjectName>,
     ) -> Touched {
         let mut profile_ips = HashSet::new();
@@ -480,7 +510,7 @@ impl ClusterState {
             match &key {
                 WorkloadRef::Pod(ns, name) => {
                     if let Some(pod) = self.pod(ns, name) {
-                        touched.profile_ips.extend(pod_ips(pod));
+                        touched.profile_ips.extend(pod.ips());
                     }
                 }
                 WorkloadRef::External(ns, name) => {
@@ -502,8 +532,13 @@ impl ClusterState {
             .unwrap_or_default()
     }
 
-    fn index_pod_ips(&mut self, key: &ObjectName, pod: Option<&Pod>, add: bool) -> HashSet<IpAddr> {
-        let ips = pod.map(pod_ips).unwrap_or_default();
+    fn index_pod_ips(
+        &mut self,
+        key: &ObjectName,
+        pod: Option<&PodFacts>,
+        add: bool,
+    ) -> HashSet<IpAddr> {
+        let ips: HashSet<IpAddr> = pod.map(|p| p.ips().collect()).unwrap_or_default();
         for ip in &ips {
             if add {
                 self.pods_by_ip.entry(*ip).or_default().insert(key.clone());
@@ -518,10 +553,11 @@ impl ClusterState {
     }
 
     /// Stores a pod; returns the IPs whose endpoint profiles may change.
-    fn store_pod(&mut self, key: ObjectName, pod: Option<Pod>) -> HashSet<IpAddr> {
+    fn store_pod(&mut self, key: ObjectName, pod: Option<PodFacts>) -> HashSet<IpAddr> {
         let old = self.pods.remove(&key);
         let mut ips = self.index_pod_ips(&key, old.as_deref(), false);
         if let Some(pod) = pod {
+            let pod = self.strings.pod(pod);
             ips.extend(self.index_pod_ips(&key, Some(&pod), true));
             self.pods.insert(key, Arc::new(pod));
         }
@@ -578,7 +614,7 @@ impl ClusterState {
         }
     }
 
-    fn track_slice_workloads(&mut self, service: &ServiceId, slice: &EndpointSlice, add: bool) {
+    fn track_slice_workloads(&mut self, service: &ServiceId, slice: &SliceFacts, add: bool) {
         for workload in slice_workloads(slice) {
             let entry = self.workload_services.entry(workload.clone()).or_default();
             let count = entry.entry(service.clone()).or_insert(0);
@@ -616,7 +652,7 @@ impl ClusterState {
 }
 
 impl ClusterLookups for ClusterState {
-    fn pod(&self, namespace: &str, name: &str) -> Option<Arc<Pod>> {
+    fn pod(&self, namespace: &str, name: &str) -> Option<Arc<PodFacts>> {
         ClusterState::pod(self, namespace, name).cloned()
     }
 

@@ -150,16 +150,27 @@ impl EndpointPublishers {
 
     /// Recomputes the publishers of every touched Service.
     pub fn refresh(&mut self, cluster: &ClusterState, touched: &Touched) {
-        let services: Vec<ServiceId> = self
-            .publishers
-            .keys()
-            .filter(|s| {
-                touched.all_services
-                    || touched.services.contains(s)
-                    || touched.namespaces.contains(&s.namespace)
-            })
-            .cloned()
-            .collect();
+        // A change to some Services (one pod's or slice's) looks up only
+        // those; only a namespace- or cluster-wide change reads every
+        // publisher.
+        let services: Vec<ServiceId> = if touched.all_services || !touched.namespaces.is_empty() {
+            self.publishers
+                .keys()
+                .filter(|s| {
+                    touched.all_services
+                        || touched.services.contains(s)
+                        || touched.namespaces.contains(&s.namespace)
+                })
+                .cloned()
+                .collect()
+        } else {
+            touched
+                .services
+                .iter()
+                .filter(|s| self.publishers.contains_key(*s))
+                .cloned()
+                .collect()
+        };
         for service in services {
             self.refresh_service(cluster, &service);
         }
@@ -275,16 +286,10 @@ fn port_inputs(cluster: &ClusterState, service: &ServiceId, port: u16) -> PortIn
     };
     let no_slices = std::collections::BTreeMap::new();
     let slices = cluster.slices_of(service).unwrap_or(&no_slices);
-    let endpoints = translate_endpoints(
-        service,
-        Some(svc),
-        port,
-        slices.values().map(Arc::as_ref),
-        cluster,
-    );
+    let endpoints = translate_endpoints(service, Some(svc), port, slices.values(), cluster);
     PortInputs {
         endpoints: Some(endpoints),
-        labels: set_labels(service, slices.values().map(Arc::as_ref)),
+        labels: set_labels(service, slices.values()),
         local_traffic_policy: internal_traffic_policy_local(svc),
     }
 }

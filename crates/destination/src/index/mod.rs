@@ -12,6 +12,7 @@
 pub mod audit;
 pub mod cluster;
 pub mod endpoints;
+mod interner;
 pub mod profiles;
 
 use std::{collections::HashMap, net::SocketAddr, sync::Arc};
@@ -33,8 +34,9 @@ use crate::{
     config::TranslatorConfig,
     core::{FilterKey, OpaquePortsUpdate, ServiceId, endpoint::ParentKind},
     k8s::{
-        pods::{namespaced_name, node_zone, pod_key, sole_owner},
+        pods::{PodObject, namespaced_name, node_zone, sole_owner},
         services::service_key,
+        slices::SliceObject,
     },
     proto::profile::ProfileState,
 };
@@ -139,8 +141,8 @@ impl EndpointsIndex {
         self.cluster.service(id)
     }
 
-    /// A pod, if cached.
-    pub fn pod(&self, namespace: &str, name: &str) -> Option<&Arc<Pod>> {
+    /// A pod's facts, if cached.
+    pub fn pod(&self, namespace: &str, name: &str) -> Option<&Arc<crate::core::pod::PodFacts>> {
         self.cluster.pod(namespace, name)
     }
 
@@ -258,12 +260,12 @@ impl Index<Service> for EndpointsIndex {
     }
 }
 
-impl Index<EndpointSlice> for EndpointsIndex {
-    fn apply(&mut self, slice: EndpointSlice) {
+impl Index<SliceObject> for EndpointsIndex {
+    fn apply(&mut self, slice: SliceObject) {
         let Some((ns, name)) = namespaced_name(&slice) else {
             return;
         };
-        let touched = self.cluster.apply_slice(ns, name, slice);
+        let touched = self.cluster.apply_slice(ns, name, slice.facts);
         self.refresh(touched);
     }
 
@@ -274,12 +276,24 @@ impl Index<EndpointSlice> for EndpointsIndex {
     }
 }
 
-impl Index<Pod> for EndpointsIndex {
-    fn apply(&mut self, pod: Pod) {
-        let Some(key) = pod_key(&pod) else {
+/// A `k8s-openapi` `EndpointSlice` is decoded as the watch decodes one
+/// (tests, and callers holding full objects).
+impl Index<EndpointSlice> for EndpointsIndex {
+    fn apply(&mut self, slice: EndpointSlice) {
+        Index::<SliceObject>::apply(self, SliceObject::from(&slice));
+    }
+
+    fn delete(&mut self, key: ObjectKey) {
+        Index::<SliceObject>::delete(self, key);
+    }
+}
+
+impl Index<PodObject> for EndpointsIndex {
+    fn apply(&mut self, pod: PodObject) {
+        let Some(key) = namespaced_name(&pod) else {
             return;
         };
-        let touched = self.cluster.apply_pod(key, Some(pod));
+        let touched = self.cluster.apply_pod(key, Some(pod.facts));
         self.refresh(touched);
     }
 
@@ -289,17 +303,34 @@ impl Index<Pod> for EndpointsIndex {
         self.refresh(touched);
     }
 
-    fn reset(&mut self, pods: Vec<Pod>, removed: Vec<ObjectKey>) {
+    fn reset(&mut self, pods: Vec<PodObject>, removed: Vec<ObjectKey>) {
         let removed = removed
             .into_iter()
             .map(|key| (key.namespace.unwrap_or_default(), key.name))
             .collect();
         let pods = pods
             .into_iter()
-            .filter_map(|pod| Some((pod_key(&pod)?, pod)))
+            .filter_map(|pod| Some((namespaced_name(&pod)?, pod.facts)))
             .collect();
         let touched = self.cluster.reset_pods(pods, removed);
         self.refresh(touched);
+    }
+}
+
+/// A `k8s-openapi` `Pod` is decoded as the watch decodes one (tests, and
+/// callers holding full objects).
+impl Index<Pod> for EndpointsIndex {
+    fn apply(&mut self, pod: Pod) {
+        Index::<PodObject>::apply(self, PodObject::from(&pod));
+    }
+
+    fn delete(&mut self, key: ObjectKey) {
+        Index::<PodObject>::delete(self, key);
+    }
+
+    fn reset(&mut self, pods: Vec<Pod>, removed: Vec<ObjectKey>) {
+        let pods = pods.iter().map(PodObject::from).collect();
+        Index::<PodObject>::reset(self, pods, removed);
     }
 }
 

@@ -5,7 +5,7 @@
 //! only when the profile a proxy sees actually changes.
 
 use std::{
-    collections::HashMap,
+    collections::{HashMap, HashSet},
     net::{IpAddr, SocketAddr},
     sync::Arc,
 };
@@ -21,7 +21,6 @@ use crate::{
     k8s::{
         endpoints::instance_target,
         external_workloads::external_workload_info,
-        pods::{is_running, pod_ip},
         profiles::profile_rules,
         services::{is_external_name, service_opaque_ports},
     },
@@ -76,6 +75,26 @@ pub enum ProfileLookupError {
 #[derive(Default)]
 pub struct ProfilePublishers {
     publishers: HashMap<ProfileKey, watch::Sender<Arc<ProfileState>>>,
+    /// The keys of each Service's publishers, and of each IP's: a change
+    /// recomputes those it touched without reading every publisher.
+    by_service: HashMap<ServiceId, HashSet<ProfileKey>>,
+    by_ip: HashMap<IpAddr, HashSet<ProfileKey>>,
+}
+
+impl ProfileKey {
+    /// The Service or the IP whose changes this key's profile follows.
+    fn follows(&self) -> Followed<'_> {
+        match self {
+            Self::Service { target, .. } => Followed::Service(&target.service),
+            Self::Endpoint(addr) => Followed::Ip(addr.ip()),
+        }
+    }
+}
+
+/// What a profile key follows ([`ProfileKey::follows`]).
+enum Followed<'a> {
+    Service(&'a ServiceId),
+    Ip(IpAddr),
 }
 
 impl ProfilePublishers {
@@ -90,6 +109,14 @@ impl ProfilePublishers {
         }
         let profile = compute_profile(cluster, &key).unwrap_or_default();
         let (tx, rx) = watch::channel(ProfileState::new(0, profile));
+        match key.follows() {
+            Followed::Service(service) => self
+                .by_service
+                .entry(service.clone())
+                .or_default()
+                .insert(key.clone()),
+            Followed::Ip(ip) => self.by_ip.entry(ip).or_default().insert(key.clone()),
+        };
         self.publishers.insert(key, tx);
         rx
     }
@@ -102,6 +129,10 @@ impl ProfilePublishers {
             .is_some_and(|tx| tx.receiver_count() == 0)
         {
             self.publishers.remove(key);
+            match key.follows() {
+                Followed::Service(service) => remove_key(&mut self.by_service, service, key),
+                Followed::Ip(ip) => remove_key(&mut self.by_ip, &ip, key),
+            }
         }
     }
 
@@ -112,12 +143,11 @@ impl ProfilePublishers {
 
     /// The publishers of `service`'s ports (by name or ClusterIP).
     pub fn service_states(&self, service: &ServiceId) -> Vec<(ProfileKey, Arc<ProfileState>)> {
-        self.publishers
-            .iter()
-            .filter(|(key, _)| {
-                matches!(key, ProfileKey::Service { target, .. } if target.service == *service)
-            })
-            .map(|(key, tx)| (key.clone(), tx.borrow().clone()))
+        self.by_service
+            .get(service)
+            .into_iter()
+            .flatten()
+            .filter_map(|key| Some((key.clone(), self.publishers.get(key)?.borrow().clone())))
             .collect()
     }
 
@@ -152,16 +182,22 @@ impl ProfilePublishers {
         if touched.profile_services.is_empty() && touched.profile_ips.is_empty() {
             return;
         }
-        for (key, tx) in &self.publishers {
-            let affected = match key {
-                ProfileKey::Service { target, .. } => {
-                    touched.profile_services.contains(&target.service)
-                }
-                ProfileKey::Endpoint(addr) => touched.profile_ips.contains(&addr.ip()),
-            };
-            if !affected {
+        // Only the publishers of the Services and IPs touched.
+        let keys = touched
+            .profile_services
+            .iter()
+            .filter_map(|service| self.by_service.get(service))
+            .chain(
+                touched
+                    .profile_ips
+                    .iter()
+                    .filter_map(|ip| self.by_ip.get(ip)),
+            )
+            .flatten();
+        for key in keys {
+            let Some(tx) = self.publishers.get(key) else {
                 continue;
-            }
+            };
             let Some(profile) = compute_profile(cluster, key) else {
                 continue;
             };
@@ -172,6 +208,20 @@ impl ProfilePublishers {
                 *current = ProfileState::new(current.version + 1, profile);
                 true
             });
+        }
+    }
+}
+
+/// Removes `key` from the set filed under `at`, and the set once empty.
+fn remove_key<K: std::hash::Hash + Eq>(
+    sets: &mut HashMap<K, HashSet<ProfileKey>>,
+    at: &K,
+    key: &ProfileKey,
+) {
+    if let Some(keys) = sets.get_mut(at) {
+        keys.remove(key);
+        if keys.is_empty() {
+            sets.remove(at);
         }
     }
 }
@@ -262,7 +312,7 @@ fn resolve_instance(
     })?;
     let ip = target
         .and_then(|(ns, name)| cluster.pod(&ns, &name).cloned())
-        .and_then(|pod| pod_ip(&pod))
+        .and_then(|pod| pod.pod_ip())
         .ok_or_else(|| ProfileLookupError::InstanceWithoutPod {
             service: service.clone(),
             hostname: hostname.to_string(),
@@ -322,13 +372,13 @@ fn endpoint_profile_at(cluster: &ClusterState, addr: SocketAddr) -> Profile {
     let Some(pod) = pod else {
         return external_profile_at(cluster, addr);
     };
-    if !is_running(&pod) {
+    if !pod.is_running() {
         return proto_profile::bare_endpoint(addr, false);
     }
     workload_profile(
         cluster,
         addr,
-        Workload::Pod(Arc::new(PodInfo::from_pod(&pod, cluster))),
+        Workload::Pod(Arc::new(PodInfo::new(pod, cluster))),
     )
 }
 

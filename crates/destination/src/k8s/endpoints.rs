@@ -1,13 +1,11 @@
 //! EndpointSlices + Service → the unfiltered endpoint set of one requested
 //! port ([`EndpointMap`]), and the Service-level `metric_labels`.
 
-use k8s_api::labels;
 use std::collections::{HashMap, HashSet};
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Service;
-use k8s_openapi::api::discovery::v1::{EndpointPort, EndpointSlice};
 
 use super::external_workloads::external_workload_info;
 use super::lookups::ClusterLookups;
@@ -15,11 +13,7 @@ use crate::core::authority::ServiceId;
 use crate::core::endpoint::{
     AddressId, Endpoint, EndpointMap, GatewayInfo, PodInfo, TargetPort, Workload, WorkloadRef,
 };
-
-/// `targetRef.kind` of a pod-backed endpoint.
-const POD_KIND: &str = "Pod";
-/// `targetRef.kind` of an ExternalWorkload-backed endpoint.
-const EXTERNAL_WORKLOAD_KIND: &str = "ExternalWorkload";
+use crate::core::slice::{SliceFacts, SlicePort, SliceTarget};
 
 /// Resolves the requested port through the Service's ports (first one with that port number).
 pub fn target_port(service: Option<&Service>, requested_port: u16) -> TargetPort {
@@ -43,15 +37,14 @@ pub fn internal_traffic_policy_local(service: &Service) -> bool {
 
 /// The port number a slice offers for the target, if any. A slice without a
 /// `ports` list contributes nothing.
-fn resolve_slice_port(ports: Option<&[EndpointPort]>, target: &TargetPort) -> Option<u16> {
+fn resolve_slice_port(ports: Option<&[SlicePort]>, target: &TargetPort) -> Option<u16> {
     let ports = ports?;
     match target {
         TargetPort::Number(n) => Some(*n),
         TargetPort::Name(name) => ports
             .iter()
-            .find(|p| p.name.as_deref().unwrap_or("") == name && p.port.is_some())
-            .and_then(|p| p.port)
-            .and_then(|p| u16::try_from(p).ok()),
+            .find(|p| *p.name == **name && p.port.is_some())
+            .and_then(|p| p.port),
     }
 }
 
@@ -60,7 +53,7 @@ fn resolve_slice_port(ports: Option<&[EndpointPort]>, target: &TargetPort) -> Op
 /// (used for gateway authority overrides).
 pub fn endpoints_from_slice(
     service: &ServiceId,
-    slice: &EndpointSlice,
+    slice: &SliceFacts,
     target: &TargetPort,
     requested_port: u16,
     lookups: &dyn ClusterLookups,
@@ -68,50 +61,33 @@ pub fn endpoints_from_slice(
     let Some(port) = resolve_slice_port(slice.ports.as_deref(), target) else {
         return Vec::new();
     };
-    let slice_ns = slice
-        .metadata
-        .namespace
-        .as_deref()
-        .unwrap_or(&service.namespace);
-    let annotations = slice.metadata.annotations.as_ref();
+    let slice_ns: &str = if slice.namespace.is_empty() {
+        &service.namespace
+    } else {
+        &slice.namespace
+    };
     let mut out = Vec::new();
-    for ep in slice.endpoints.iter().flatten() {
-        if ep.conditions.as_ref().and_then(|c| c.ready) == Some(false) {
+    for ep in &slice.endpoints {
+        if ep.ready == Some(false) {
             continue;
         }
-        let hostname = ep.hostname.clone().filter(|h| !h.is_empty());
+        let hostname = ep.hostname.as_deref().map(str::to_string);
+        let zone = ep.zone.as_deref().map(str::to_string);
         let for_zones = ep
-            .hints
+            .for_zones
             .as_ref()
-            .and_then(|h| h.for_zones.as_ref())
-            .filter(|z| !z.is_empty())
-            .map(|zones| {
-                let mut names: Vec<String> = zones.iter().map(|z| z.name.clone()).collect();
-                names.sort_unstable();
-                names.dedup();
-                names
-            });
-        let ips = ep
-            .addresses
-            .iter()
-            .filter_map(|a| match a.parse::<IpAddr>() {
-                Ok(ip) => Some(ip),
-                Err(_) => {
-                    tracing::debug!(address = %a, "skipping non-IP endpoint address");
-                    None
-                }
-            });
-
-        match &ep.target_ref {
+            .map(|zones| zones.iter().map(|z| z.to_string()).collect::<Vec<_>>());
+        let ips = ep.addresses.iter().copied();
+        match &ep.target {
             None => {
+                let mirror = slice.mirror.as_deref();
                 let gateway = GatewayInfo {
-                    authority_override: annotations
-                        .and_then(|a| a.get(labels::REMOTE_SVC_FQ_NAME))
+                    authority_override: mirror
+                        .and_then(|m| m.remote_svc_fq_name.as_deref())
                         .map(|fq| format!("{fq}:{requested_port}")),
-                    identity: annotations
-                        .and_then(|a| a.get(labels::REMOTE_GATEWAY_IDENTITY))
-                        .filter(|id| !id.is_empty())
-                        .cloned(),
+                    identity: mirror
+                        .and_then(|m| m.gateway_identity.as_deref())
+                        .map(str::to_string),
                 };
                 for ip in ips {
                     let mut name = format!("{}-{}-{}", service.name, ip, port);
@@ -133,13 +109,10 @@ pub fn endpoints_from_slice(
                     });
                 }
             }
-            Some(r) if r.kind.as_deref() == Some(POD_KIND) => {
-                let pod_ns = r
-                    .namespace
-                    .as_deref()
-                    .filter(|ns| !ns.is_empty())
-                    .unwrap_or(slice_ns);
-                let pod_name = r.name.as_deref().unwrap_or_default();
+            Some(target @ SliceTarget::Pod { .. }) => {
+                let Some((pod_ns, pod_name)) = target.pod(slice_ns) else {
+                    continue;
+                };
                 let Some(pod) = lookups.pod(pod_ns, pod_name) else {
                     tracing::debug!(
                         namespace = pod_ns,
@@ -148,7 +121,7 @@ pub fn endpoints_from_slice(
                     );
                     continue;
                 };
-                let info = Arc::new(PodInfo::from_pod(&pod, lookups));
+                let info = Arc::new(PodInfo::new(pod, lookups));
                 let workload = WorkloadRef::Pod(pod_ns.into(), pod_name.into());
                 let opaque_by_server = lookups.server_opaque(&workload, port);
                 out.extend(ips.filter_map(|ip| {
@@ -156,40 +129,43 @@ pub fn endpoints_from_slice(
                         Workload::Pod(Arc::clone(&info)),
                         SocketAddr::new(ip, port),
                         hostname.clone(),
-                        ep.zone.clone(),
+                        zone.clone(),
                         for_zones.clone(),
                         opaque_by_server,
                     )
                 }));
             }
-            Some(r) if r.kind.as_deref() == Some(EXTERNAL_WORKLOAD_KIND) => {
+            Some(SliceTarget::ExternalWorkload { name }) => {
                 // The workload is looked up in the slice's namespace, as the
                 // original does (a slice only selects its own namespace).
-                let name = r.name.as_deref().unwrap_or_default();
                 let Some(ew) = lookups.external_workload(slice_ns, name) else {
                     tracing::debug!(
                         namespace = slice_ns,
-                        external_workload = name,
+                        external_workload = &**name,
                         "skipping endpoint: external workload not in cache"
                     );
                     continue;
                 };
                 let info = Arc::new(external_workload_info(&ew));
-                let workload = WorkloadRef::External(slice_ns.into(), name.into());
+                let workload = WorkloadRef::External(slice_ns.into(), name.to_string());
                 let opaque_by_server = lookups.server_opaque(&workload, port);
                 out.extend(ips.filter_map(|ip| {
                     Endpoint::of_workload(
                         Workload::External(Arc::clone(&info)),
                         SocketAddr::new(ip, port),
                         hostname.clone(),
-                        ep.zone.clone(),
+                        zone.clone(),
                         for_zones.clone(),
                         opaque_by_server,
                     )
                 }));
             }
-            Some(r) => {
-                tracing::debug!(kind = ?r.kind, name = ?r.name, "skipping endpoint with unsupported targetRef kind");
+            Some(SliceTarget::Other { kind, name }) => {
+                tracing::debug!(
+                    kind = &**kind,
+                    name = &**name,
+                    "skipping endpoint with unsupported targetRef kind"
+                );
             }
         }
     }
@@ -202,7 +178,7 @@ pub fn translate_endpoints<'s>(
     service: &ServiceId,
     svc: Option<&Service>,
     requested_port: u16,
-    slices: impl IntoIterator<Item = &'s EndpointSlice>,
+    slices: impl IntoIterator<Item = &'s SliceFacts>,
     lookups: &dyn ClusterLookups,
 ) -> EndpointMap {
     let target = target_port(svc, requested_port);
@@ -214,7 +190,7 @@ pub fn translate_endpoints<'s>(
         for mut ep in endpoints_from_slice(service, slice, &target, requested_port, lookups) {
             match &mut ep.workload {
                 Workload::Pod(info) => {
-                    let key = (info.namespace.clone(), info.name.clone());
+                    let key = (info.namespace.to_string(), info.name.to_string());
                     share(&mut pods, key, info);
                 }
                 Workload::External(info) => {
@@ -248,27 +224,21 @@ fn share<T: PartialEq>(
 /// slices, `target_cluster` / `target_service` / `target_service_namespace`.
 pub fn set_labels<'s>(
     service: &ServiceId,
-    slices: impl IntoIterator<Item = &'s EndpointSlice>,
+    slices: impl IntoIterator<Item = &'s SliceFacts>,
 ) -> HashMap<String, String> {
     let mut labels = HashMap::from([
         ("service".to_string(), service.name.clone()),
         ("namespace".to_string(), service.namespace.clone()),
     ]);
     let mirrored = slices.into_iter().find_map(|s| {
-        let cluster = s
-            .metadata
-            .labels
-            .as_ref()?
-            .get(labels::REMOTE_CLUSTER_NAME)?;
-        let fq = s
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(labels::REMOTE_SVC_FQ_NAME));
-        Some((cluster, fq))
+        let mirror = s.mirror.as_deref()?;
+        Some((
+            mirror.cluster.as_deref()?,
+            mirror.remote_svc_fq_name.as_deref(),
+        ))
     });
     if let Some((cluster, fq)) = mirrored {
-        labels.insert("target_cluster".into(), cluster.clone());
+        labels.insert("target_cluster".into(), cluster.to_string());
         if let Some(fq) = fq {
             let mut parts = fq.split('.');
             if let (Some(svc), Some(ns)) = (parts.next(), parts.next()) {
@@ -280,39 +250,23 @@ pub fn set_labels<'s>(
     labels
 }
 
-/// The Service a slice belongs to (its `kubernetes.io/service-name` label).
-pub fn slice_service_name(slice: &EndpointSlice) -> Option<&str> {
-    slice
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(labels::SERVICE_NAME))
-        .map(String::as_str)
-}
-
 /// Every pod and ExternalWorkload the targetRefs of a slice name (in the
 /// namespaces [`endpoints_from_slice`] looks them up in).
-pub fn slice_workloads(slice: &EndpointSlice) -> HashSet<WorkloadRef> {
-    let slice_ns = slice.metadata.namespace.as_deref().unwrap_or_default();
+pub fn slice_workloads(slice: &SliceFacts) -> HashSet<WorkloadRef> {
     slice
         .endpoints
         .iter()
-        .flatten()
-        .filter_map(|ep| ep.target_ref.as_ref())
-        .filter_map(|r| {
-            let name = r.name.clone()?;
-            match r.kind.as_deref()? {
-                POD_KIND => {
-                    let ns = r
-                        .namespace
-                        .as_deref()
-                        .filter(|ns| !ns.is_empty())
-                        .unwrap_or(slice_ns);
-                    Some(WorkloadRef::Pod(ns.to_string(), name))
-                }
-                EXTERNAL_WORKLOAD_KIND => Some(WorkloadRef::External(slice_ns.to_string(), name)),
-                _ => None,
+        .filter_map(|ep| ep.target.as_ref())
+        .filter_map(|target| match target {
+            SliceTarget::Pod { .. } => {
+                let (ns, name) = target.pod(&slice.namespace)?;
+                Some(WorkloadRef::Pod(ns.to_string(), name.to_string()))
             }
+            SliceTarget::ExternalWorkload { name } => Some(WorkloadRef::External(
+                slice.namespace.to_string(),
+                name.to_string(),
+            )),
+            SliceTarget::Other { .. } => None,
         })
         .collect()
 }
@@ -320,22 +274,19 @@ pub fn slice_workloads(slice: &EndpointSlice) -> HashSet<WorkloadRef> {
 /// The endpoint of `slices` with this `hostname`: `None` if there is none,
 /// else the `(namespace, name)` of its pod targetRef, if it has one.
 pub fn instance_target<'s>(
-    slices: impl IntoIterator<Item = &'s EndpointSlice>,
+    slices: impl IntoIterator<Item = &'s SliceFacts>,
     hostname: &str,
     service_ns: &str,
 ) -> Option<Option<(String, String)>> {
     let endpoint = slices
         .into_iter()
-        .flat_map(|slice| slice.endpoints.iter().flatten())
+        .flat_map(|slice| slice.endpoints.iter())
         .find(|ep| ep.hostname.as_deref() == Some(hostname))?;
     Some(
         endpoint
-            .target_ref
+            .target
             .as_ref()
-            .filter(|r| r.kind.as_deref() == Some(POD_KIND))
-            .and_then(|r| {
-                let ns = r.namespace.as_deref().unwrap_or(service_ns);
-                Some((ns.to_string(), r.name.clone()?))
-            }),
+            .and_then(|t| t.pod(service_ns))
+            .map(|(ns, name)| (ns.to_string(), name.to_string())),
     )
 }

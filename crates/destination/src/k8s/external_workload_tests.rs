@@ -164,7 +164,9 @@ fn slices_name_their_pods_and_external_workloads() {
         json!([{"port": 80}]),
         json!([pod_ep("10.0.0.1", "p1", ""), external_ep("192.0.2.10", "vm", ""), {"addresses": ["10.0.0.9"]}]),
     );
-    let mut refs: Vec<_> = slice_workloads(&s).into_iter().collect();
+    let mut refs: Vec<_> = slice_workloads(&super::slices::slice_facts(&s))
+        .into_iter()
+        .collect();
     refs.sort();
     assert_eq!(
         refs,

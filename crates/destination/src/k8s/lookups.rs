@@ -7,15 +7,17 @@
 use std::sync::Arc;
 
 use k8s_api::workload::ExternalWorkload;
-use k8s_openapi::api::core::v1::Pod;
 
-use crate::core::endpoint::{OwnerRef, ParentKind, WorkloadRef};
+use crate::core::{
+    endpoint::{OwnerRef, ParentKind, WorkloadRef},
+    pod::PodFacts,
+};
 
 /// Read access to the objects a translation may need besides the one it
 /// translates.
 pub trait ClusterLookups {
-    /// The pod `namespace/name`, if stored.
-    fn pod(&self, namespace: &str, name: &str) -> Option<Arc<Pod>>;
+    /// The facts of the pod `namespace/name`, if stored.
+    fn pod(&self, namespace: &str, name: &str) -> Option<Arc<PodFacts>>;
 
     /// The sole owner of a ReplicaSet or Job (`kind`, `namespace`, `name`);
     /// `None` if the parent is unknown or has not exactly one owner.

@@ -1,6 +1,8 @@
 //! Kubernetes objects → core values, as pure functions: the only place that
-//! reads Kubernetes fields. [`endpoints`] turns slices into endpoints,
-//! [`pods`] reads pod facts and owners, [`external_workloads`] the facts
+//! reads Kubernetes fields. [`pods`] and [`slices`] decode pods and
+//! EndpointSlices straight from the API's JSON into the facts the index
+//! keeps (typed partial objects, `k8s_index::partial`), [`endpoints`] turns slice
+//! facts into endpoints, [`pods`] also reads owners, [`external_workloads`] the facts
 //! of ExternalWorkloads, [`services`] reads Service ports,
 //! [`profiles`] reads ServiceProfiles, [`multicluster`] how a Service is
 //! discovered and linked clusters' Secrets;
@@ -13,6 +15,7 @@ pub mod multicluster;
 pub mod pods;
 pub mod profiles;
 pub mod services;
+pub mod slices;
 
 #[cfg(test)]
 mod external_workload_tests;
@@ -30,6 +33,7 @@ pub(crate) mod fixtures {
     use crate::core::authority::ServiceId;
     use crate::core::endpoint::EndpointMap;
     use crate::core::endpoint::{OwnerRef, ParentKind, WorkloadRef};
+    use crate::core::pod::PodFacts;
     use k8s_api::workload::ExternalWorkload;
     use k8s_openapi::api::core::v1::{Pod, Service};
     use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -171,10 +175,15 @@ pub(crate) mod fixtures {
         })
     }
 
+    /// The facts the index keeps of `pod`, decoded as the watch decodes it.
+    pub(crate) fn facts(pod: &Pod) -> PodFacts {
+        super::pods::PodObject::from(pod).facts
+    }
+
     /// Lookup answering from a fixed list of pods and ExternalWorkloads, with owner chains
     /// `ReplicaSet web-abc → Deployment web` and `Job batch-1 → CronJob batch`.
     pub(crate) struct Cache {
-        pub(crate) pods: Vec<Arc<Pod>>,
+        pub(crate) pods: Vec<Arc<PodFacts>>,
         pub(crate) external_workloads: Vec<Arc<ExternalWorkload>>,
         pub(crate) opaque_by_server: Option<u16>,
     }
@@ -182,7 +191,7 @@ pub(crate) mod fixtures {
     impl Cache {
         pub(crate) fn new(pods: impl IntoIterator<Item = Pod>) -> Self {
             Self {
-                pods: pods.into_iter().map(Arc::new).collect(),
+                pods: pods.into_iter().map(|p| Arc::new(facts(&p))).collect(),
                 external_workloads: Vec::new(),
                 opaque_by_server: None,
             }
@@ -195,18 +204,16 @@ pub(crate) mod fixtures {
             port: u16,
             slices: &[EndpointSlice],
         ) -> EndpointMap {
-            translate_endpoints(&svc_id(), svc, port, slices, self)
+            let facts: Vec<_> = slices.iter().map(super::slices::slice_facts).collect();
+            translate_endpoints(&svc_id(), svc, port, &facts, self)
         }
     }
 
     impl ClusterLookups for Cache {
-        fn pod(&self, ns: &str, name: &str) -> Option<Arc<Pod>> {
+        fn pod(&self, ns: &str, name: &str) -> Option<Arc<PodFacts>> {
             self.pods
                 .iter()
-                .find(|p| {
-                    p.metadata.namespace.as_deref() == Some(ns)
-                        && p.metadata.name.as_deref() == Some(name)
-                })
+                .find(|p| &*p.namespace == ns && &*p.name == name)
                 .cloned()
         }
 

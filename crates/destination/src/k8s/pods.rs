@@ -1,19 +1,24 @@
-//! Pods → core values: owners, proxy ports, the facts of a pod that feed its
-//! endpoints, node zones, and the keys and IPs the index files pods under.
+//! Pods → core values: a pod decoded straight from the API's JSON into the
+//! [`PodFacts`] the destination keeps ([`PodObject`]: no `k8s-openapi`
+//! `Pod` is built on the watch path), owners and the owner label, node
+//! zones, and the keys the index files pods under.
+
+use std::{net::IpAddr, sync::Arc};
 
 use k8s_api::labels;
-use std::collections::HashSet;
-use std::net::{IpAddr, SocketAddr};
-
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_api::ports::{PortRanges, parse_port_list};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
+use serde::{Deserialize, Deserializer, de::IgnoredAny};
+
+use k8s_index::partial::{Kept, read_keys};
 
 use super::lookups::ClusterLookups;
-use crate::core::endpoint::{
-    OwnerLabel, OwnerRef, ParentKind, PodInfo, ProxyPortError, ProxyPorts,
+use crate::core::{
+    endpoint::{OwnerLabel, OwnerRef, ParentKind, PodInfo, ProxyPortError, ProxyPorts},
+    pod::{PodFacts, PodPhase},
 };
-use k8s_api::ports::{PortRanges, parse_port_list};
 
 /// The `topology.kubernetes.io/zone` label of a node (metadata only), if set.
 pub fn node_topology_zone(node: &ObjectMeta) -> Option<&str> {
@@ -39,13 +44,11 @@ pub fn sole_owner(obj: &impl Resource) -> Option<OwnerRef> {
 /// no or several owners → `pod`; a ReplicaSet owned by a deployment,
 /// statefulset, daemonset or job → that kind, else `replicaset`; a Job → its
 /// single owner's kind, else `k8s_job`; any other kind → lowercased.
-pub fn owner_label(pod: &Pod, lookups: &dyn ClusterLookups) -> OwnerLabel {
-    let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
-    let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
-    let parent = match pod.metadata.owner_references.as_deref() {
-        Some([only]) => only,
-        _ => return OwnerLabel::new("pod", pod_name),
+pub fn owner_label(pod: &PodFacts, lookups: &dyn ClusterLookups) -> OwnerLabel {
+    let Some(parent) = &pod.owner else {
+        return OwnerLabel::new("pod", &pod.name);
     };
+    let ns = &pod.namespace;
     match parent.kind.as_str() {
         "ReplicaSet" => match lookups.owner(ParentKind::ReplicaSet, ns, &parent.name) {
             Some(grand)
@@ -66,37 +69,261 @@ pub fn owner_label(pod: &Pod, lookups: &dyn ClusterLookups) -> OwnerLabel {
     }
 }
 
-impl ProxyPorts {
-    /// Reads the ports from the first `linkerd-proxy` container among the init
-    /// containers (native sidecars) and then the containers.
-    pub fn from_pod(pod: &Pod) -> Self {
-        let proxy = pod.spec.as_ref().and_then(|spec| {
-            spec.init_containers
-                .iter()
-                .flatten()
-                .chain(spec.containers.iter())
-                .find(|c| c.name == labels::PROXY_CONTAINER)
+impl PodInfo {
+    /// A pod's facts with its owner label (which needs the ReplicaSet/Job
+    /// lookup).
+    pub fn new(facts: Arc<PodFacts>, lookups: &dyn ClusterLookups) -> Self {
+        let owner = owner_label(&facts, lookups);
+        Self { facts, owner }
+    }
+}
+
+/// A pod as the destination watches it: its `metadata` reduced to what a
+/// watch needs (name, namespace, resourceVersion) and its [`PodFacts`],
+/// decoded straight from the API's JSON. Everything else (the rest of the
+/// spec and status, managed fields, other labels and annotations) is
+/// skipped by the decoder and never allocated.
+#[derive(Clone, Debug)]
+pub struct PodObject {
+    metadata: ObjectMeta,
+    /// What the index keeps.
+    pub facts: PodFacts,
+}
+
+k8s_index::partial_object!(
+    PodObject,
+    kind = "Pod",
+    group = "",
+    version = "v1",
+    plural = "pods"
+);
+
+impl From<&Pod> for PodObject {
+    /// The same decoding from a `k8s-openapi` `Pod` (tests, and objects
+    /// that arrive as one), through its JSON.
+    fn from(pod: &Pod) -> Self {
+        serde_json::to_value(pod)
+            .and_then(serde_json::from_value)
+            .unwrap_or_else(|_| Self {
+                metadata: ObjectMeta::default(),
+                facts: PodJson::default().facts(),
+            })
+    }
+}
+
+impl<'de> Deserialize<'de> for PodObject {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let json = PodJson::deserialize(deserializer)?;
+        let metadata = ObjectMeta {
+            name: json.metadata.name.clone(),
+            namespace: json.metadata.namespace.clone(),
+            resource_version: json.metadata.resource_version.clone(),
+            ..ObjectMeta::default()
+        };
+        Ok(Self {
+            metadata,
+            facts: json.facts(),
+        })
+    }
+}
+
+// ---- the JSON fields read, and only those ----
+
+#[derive(Default, Deserialize)]
+struct PodJson {
+    #[serde(default)]
+    metadata: MetaJson,
+    #[serde(default)]
+    spec: Option<SpecJson>,
+    #[serde(default)]
+    status: Option<StatusJson>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct MetaJson {
+    name: Option<String>,
+    namespace: Option<String>,
+    resource_version: Option<String>,
+    #[serde(default, deserialize_with = "read_labels")]
+    labels: Kept,
+    #[serde(default, deserialize_with = "read_annotations")]
+    annotations: Kept,
+    #[serde(default)]
+    owner_references: Option<Vec<OwnerJson>>,
+    #[serde(default)]
+    deletion_timestamp: Option<IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+struct OwnerJson {
+    kind: String,
+    name: String,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SpecJson {
+    #[serde(default)]
+    containers: Vec<ContainerJson>,
+    #[serde(default)]
+    init_containers: Vec<ContainerJson>,
+    service_account_name: Option<String>,
+    node_name: Option<String>,
+    host_network: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ContainerJson {
+    name: String,
+    #[serde(default)]
+    ports: Vec<PortJson>,
+    #[serde(default)]
+    env: Vec<EnvJson>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PortJson {
+    name: Option<String>,
+    container_port: i32,
+    host_port: Option<i32>,
+}
+
+#[derive(Deserialize)]
+struct EnvJson {
+    name: String,
+    value: Option<String>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StatusJson {
+    phase: Option<String>,
+    #[serde(rename = "podIP")]
+    pod_ip: Option<String>,
+    #[serde(default, rename = "podIPs")]
+    pod_ips: Vec<PodIpJson>,
+    #[serde(rename = "hostIP")]
+    host_ip: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct PodIpJson {
+    ip: String,
+}
+
+/// Label keys read: `linkerd.io/control-plane-ns`, `pod-template-hash`.
+const LABELS: [&str; 2] = [labels::CONTROL_PLANE_NS, labels::POD_TEMPLATE_HASH];
+/// Annotation keys read: opaque ports, skip-inbound ports.
+const ANNOTATIONS: [&str; 2] = [labels::OPAQUE_PORTS, labels::SKIP_INBOUND_PORTS];
+
+fn read_labels<'de, D: Deserializer<'de>>(d: D) -> Result<Kept, D::Error> {
+    read_keys(d, &LABELS)
+}
+
+fn read_annotations<'de, D: Deserializer<'de>>(d: D) -> Result<Kept, D::Error> {
+    read_keys(d, &ANNOTATIONS)
+}
+
+impl PodJson {
+    /// The facts of the decoded fields (the index interns the shared strings).
+    fn facts(self) -> PodFacts {
+        let meta = self.metadata;
+        let spec = self.spec.unwrap_or_default();
+        let status = self.status.unwrap_or_default();
+        let non_empty = |v: Option<&str>| v.filter(|v| !v.is_empty()).map(Arc::<str>::from);
+        let or_default = |v: Option<&str>| non_empty(v).unwrap_or_else(|| Arc::from("default"));
+        // Init containers (native sidecars) first, as the proxy is looked up.
+        let containers = || spec.init_containers.iter().chain(&spec.containers);
+        let opaque_ports = meta.annotations.get(0).map(|list| {
+            // A later container wins on duplicate port names.
+            let named = |name: &str| {
+                containers()
+                    .flat_map(|c| &c.ports)
+                    .filter(|p| p.name.as_deref() == Some(name))
+                    .filter_map(|p| u16::try_from(p.container_port).ok())
+                    .next_back()
+            };
+            parse_port_list(list, &named)
         });
-        let Some(proxy) = proxy else {
-            return Self {
+        let proxy = containers().find(|c| c.name == labels::PROXY_CONTAINER);
+        let proxy_ports = match proxy {
+            None => ProxyPorts {
                 inbound: Err(ProxyPortError::NoProxyContainer),
                 admin: Err(ProxyPortError::NoProxyContainer),
                 control: Err(ProxyPortError::NoProxyContainer),
-            };
+            },
+            Some(proxy) => ProxyPorts {
+                inbound: env_port(proxy, labels::ENV_PROXY_INBOUND_LISTEN_ADDR),
+                admin: env_port(proxy, labels::ENV_PROXY_ADMIN_LISTEN_ADDR),
+                control: env_port(proxy, labels::ENV_PROXY_CONTROL_LISTEN_ADDR),
+            },
         };
-        Self {
-            inbound: env_port(proxy, labels::ENV_PROXY_INBOUND_LISTEN_ADDR),
-            admin: env_port(proxy, labels::ENV_PROXY_ADMIN_LISTEN_ADDR),
-            control: env_port(proxy, labels::ENV_PROXY_CONTROL_LISTEN_ADDR),
+        let mut host_ports: Vec<u16> = spec
+            .containers
+            .iter()
+            .flat_map(|c| &c.ports)
+            .filter_map(|p| p.host_port.and_then(|h| u16::try_from(h).ok()))
+            .collect();
+        host_ports.sort_unstable();
+        host_ports.dedup();
+        let mut pod_ips: Vec<IpAddr> = Vec::new();
+        for ip in status
+            .pod_ip
+            .iter()
+            .chain(status.pod_ips.iter().map(|p| &p.ip))
+        {
+            if let Ok(ip) = ip.parse()
+                && !pod_ips.contains(&ip)
+            {
+                pod_ips.push(ip);
+            }
+        }
+        let owner = match meta.owner_references.as_deref() {
+            Some([only]) => Some(OwnerRef {
+                kind: only.kind.clone(),
+                name: only.name.clone(),
+            }),
+            _ => None,
+        };
+        PodFacts {
+            name: meta.name.unwrap_or_default().into(),
+            namespace: or_default(meta.namespace.as_deref()),
+            service_account: or_default(spec.service_account_name.as_deref()),
+            node_name: non_empty(spec.node_name.as_deref()),
+            control_plane_ns: non_empty(meta.labels.get(0)),
+            pod_template_hash: meta.labels.get(1).filter(|v| !v.is_empty()).map(Box::from),
+            owner,
+            opaque_ports,
+            skip_inbound_ports: meta
+                .annotations
+                .get(1)
+                .map(PortRanges::parse)
+                .unwrap_or_default(),
+            proxy_ports,
+            phase: match status.phase.as_deref() {
+                Some("Running") => PodPhase::Running,
+                Some("Succeeded" | "Failed") => PodPhase::Finished,
+                _ => PodPhase::Other,
+            },
+            terminating: meta.deletion_timestamp.is_some(),
+            host_network: spec.host_network.unwrap_or(false),
+            pod_ips: pod_ips.into(),
+            host_ip: status.host_ip.as_deref().and_then(|ip| ip.parse().ok()),
+            host_ports: host_ports.into(),
         }
     }
 }
 
-fn env_port(container: &Container, env: &'static str) -> Result<u16, ProxyPortError> {
+/// The port of `ip:port` in the proxy container's env var `env` (the last
+/// occurrence wins; an unparsable one is reported).
+fn env_port(container: &ContainerJson, env: &'static str) -> Result<u16, ProxyPortError> {
     let mut result = Err(ProxyPortError::Missing { env });
-    for var in container.env.iter().flatten().filter(|v| v.name == env) {
+    for var in container.env.iter().filter(|v| v.name == env) {
         let value = var.value.as_deref().unwrap_or_default();
-        match value.parse::<SocketAddr>() {
+        match value.parse::<std::net::SocketAddr>() {
             Ok(addr) if addr.port() != 0 => result = Ok(addr.port()),
             _ => {
                 return Err(ProxyPortError::Unparsable {
@@ -109,127 +336,10 @@ fn env_port(container: &Container, env: &'static str) -> Result<u16, ProxyPortEr
     result
 }
 
-impl PodInfo {
-    /// Extracts the pod facts; the owner label needs the ReplicaSet/Job lookup.
-    pub fn from_pod(pod: &Pod, lookups: &dyn ClusterLookups) -> Self {
-        let meta = &pod.metadata;
-        let label = |key: &str| {
-            meta.labels
-                .as_ref()
-                .and_then(|l| l.get(key))
-                .filter(|v| !v.is_empty())
-                .cloned()
-        };
-        let annotation = |key: &str| meta.annotations.as_ref().and_then(|a| a.get(key));
-        let spec = pod.spec.as_ref();
-        let opaque_ports = annotation(labels::OPAQUE_PORTS).map(|list| {
-            let named = |name: &str| named_container_port(pod, name);
-            parse_port_list(list, &named)
-        });
-        Self {
-            name: meta.name.clone().unwrap_or_default(),
-            namespace: non_empty_or_default(meta.namespace.as_deref()),
-            service_account: non_empty_or_default(
-                spec.and_then(|s| s.service_account_name.as_deref()),
-            ),
-            node_name: spec.and_then(|s| s.node_name.clone()),
-            control_plane_ns: label(labels::CONTROL_PLANE_NS),
-            pod_template_hash: label(labels::POD_TEMPLATE_HASH),
-            owner: owner_label(pod, lookups),
-            opaque_ports,
-            skip_inbound_ports: annotation(labels::SKIP_INBOUND_PORTS)
-                .map(|list| PortRanges::parse(list))
-                .unwrap_or_default(),
-            proxy_ports: ProxyPorts::from_pod(pod),
-        }
-    }
-}
-
-fn non_empty_or_default(value: Option<&str>) -> String {
-    match value {
-        Some(v) if !v.is_empty() => v.to_string(),
-        _ => "default".to_string(),
-    }
-}
-
-/// The containerPort of a named port among init containers and containers
-/// (a later container wins on duplicate names).
-pub fn named_container_port(pod: &Pod, name: &str) -> Option<u16> {
-    let spec = pod.spec.as_ref()?;
-    spec.init_containers
-        .iter()
-        .flatten()
-        .chain(spec.containers.iter())
-        .flat_map(|c| c.ports.iter().flatten())
-        .filter(|p| p.name.as_deref() == Some(name))
-        .filter_map(|p| u16::try_from(p.container_port).ok())
-        .next_back()
-}
-
-/// The IPs a pod is known by: pod IPs and host IP (for re-resolving
-/// endpoint profiles).
-pub fn pod_ips(pod: &Pod) -> HashSet<IpAddr> {
-    let status = pod.status.as_ref();
-    status
-        .and_then(|s| s.pod_ip.as_deref())
-        .into_iter()
-        .chain(
-            status
-                .into_iter()
-                .flat_map(|s| s.pod_ips.iter().flatten().map(|p| p.ip.as_str())),
-        )
-        .chain(status.and_then(|s| s.host_ip.as_deref()))
-        .filter_map(|ip| ip.parse().ok())
-        .collect()
-}
-
 /// `(namespace, name)` of an object, if it has both.
 pub fn namespaced_name(obj: &impl Resource) -> Option<(String, String)> {
     let meta = obj.meta();
     Some((meta.namespace.clone()?, meta.name.clone()?))
-}
-
-/// The key of a pod: `(namespace, name)`.
-pub fn pod_key(pod: &Pod) -> Option<(String, String)> {
-    namespaced_name(pod)
-}
-
-/// The pod's primary IP (`status.podIP`), parsed.
-pub fn pod_ip(pod: &Pod) -> Option<IpAddr> {
-    pod.status.as_ref()?.pod_ip.as_deref()?.parse().ok()
-}
-
-/// Whether the pod is in phase `Running`.
-pub fn is_running(pod: &Pod) -> bool {
-    pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
-}
-
-/// Whether the pod answers on its pod IP: on the pod network, not finished
-/// and not terminating.
-pub fn serves_pod_ip(pod: &Pod) -> bool {
-    let host_network = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.host_network)
-        .unwrap_or(false);
-    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-    !host_network
-        && !matches!(phase, Some("Succeeded" | "Failed"))
-        && pod.metadata.deletion_timestamp.is_none()
-}
-
-/// Whether the pod's host IP is `addr`'s IP and one of its containers
-/// exposes `addr`'s port as a host port.
-pub fn exposes_host_port(pod: &Pod, addr: SocketAddr) -> bool {
-    let port = i32::from(addr.port());
-    let host_ip = pod.status.as_ref().and_then(|s| s.host_ip.as_deref());
-    host_ip.and_then(|ip| ip.parse::<IpAddr>().ok()) == Some(addr.ip())
-        && pod.spec.as_ref().is_some_and(|spec| {
-            spec.containers
-                .iter()
-                .flat_map(|c| c.ports.iter().flatten())
-                .any(|p| p.host_port == Some(port))
-        })
 }
 
 /// A node's name and zone label, if it has a name.

@@ -155,7 +155,7 @@ fn readiness_and_missing_pods() {
     let names: Vec<_> = set
         .values()
         .filter_map(|e| e.pod())
-        .map(|p| p.name.as_str())
+        .map(|p| &*p.name)
         .collect();
     assert_eq!(names, ["p1", "p3"]);
     assert!(set.contains_key(&AddressId::Pod {
@@ -205,7 +205,7 @@ fn owner_label_rules() {
     };
     let rf = |kind: &str, name: &str| json!({"apiVersion": "v1", "kind": kind, "name": name, "uid": "u"});
     let label = |pod: &Pod| {
-        let l = owner_label(pod, &Cache::new([]));
+        let l = owner_label(&facts(pod), &Cache::new([]));
         (l.key, l.name)
     };
     let pair = |k: &str, n: &str| (k.to_string(), n.to_string());
@@ -538,11 +538,11 @@ fn native_sidecar_proxy_in_init_containers() {
         }
     }
     spec.init_containers = Some(vec![proxy]);
-    let ports = ProxyPorts::from_pod(&pod);
+    let ports = facts(&pod).proxy_ports;
     assert_eq!(ports.inbound, Ok(5143));
     assert_eq!(ports.admin, Ok(4191));
     assert_eq!(
-        ProxyPorts::from_pod(&plain_pod("p", "n")).admin,
+        facts(&plain_pod("p", "n")).proxy_ports.admin,
         Err(ProxyPortError::NoProxyContainer)
     );
 }
@@ -634,7 +634,7 @@ fn gateway_endpoints() {
         HashMap::from([("zone_locality".to_string(), "unknown".to_string())])
     );
 
-    let set_labels = set_labels(&svc_id(), [&s]);
+    let set_labels = set_labels(&svc_id(), [&super::slices::slice_facts(&s)]);
     assert_eq!(set_labels.get("service").map(String::as_str), Some("web"));
     assert_eq!(set_labels.get("namespace").map(String::as_str), Some("ns"));
     assert_eq!(
@@ -671,7 +671,7 @@ fn gateway_endpoints() {
 fn plain_set_labels() {
     let s = slice("IPv4", json!([]), json!([]));
     assert_eq!(
-        set_labels(&svc_id(), [&s]),
+        set_labels(&svc_id(), [&super::slices::slice_facts(&s)]),
         HashMap::from([
             ("service".to_string(), "web".to_string()),
             ("namespace".to_string(), "ns".to_string())
@@ -734,9 +734,144 @@ fn helpers() {
         spec.internal_traffic_policy = Some("Local".into());
     }
     assert!(internal_traffic_policy_local(&svc));
+    // Named ports of the opaque-ports annotation resolve against the
+    // pod's container ports; an unknown name resolves to nothing.
+    let mut pod = meshed_pod("p", "n");
+    set_annotation(&mut pod, labels::OPAQUE_PORTS, "http,nope");
+    let opaque = facts(&pod).opaque_ports.expect("annotated");
+    assert!(opaque.contains(8080));
+    assert!(!opaque.contains(80));
+}
+
+/// A pod is decoded straight from JSON into the facts the index keeps: the
+/// fields read, and nothing else (managed fields, other labels, annotations
+/// and containers' env are skipped).
+#[test]
+fn pods_decode_into_their_facts() {
+    let pod: super::pods::PodObject = from_json(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "name": "web-0", "namespace": "ns", "resourceVersion": "42",
+            "labels": {"app": "web", "linkerd.io/control-plane-ns": "linkerd", "pod-template-hash": "abc"},
+            "annotations": {
+                "config.linkerd.io/opaque-ports": "db,9000-9001",
+                "config.linkerd.io/skip-inbound-ports": "4190",
+                "linkerd.io/proxy-version": "stable"
+            },
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-abc", "uid": "u"}],
+            "deletionTimestamp": "2026-01-01T00:00:00Z",
+            "managedFields": [{"manager": "kubelet", "fieldsV1": {"f:status": {}}}]
+        },
+        "spec": {
+            "serviceAccountName": "web-sa", "nodeName": "node-1",
+            "initContainers": [{"name": "linkerd-proxy", "env": [
+                {"name": "LINKERD2_PROXY_INBOUND_LISTEN_ADDR", "value": "0.0.0.0:4143"},
+                {"name": "LINKERD2_PROXY_ADMIN_LISTEN_ADDR", "value": "0.0.0.0:4191"},
+                {"name": "LINKERD2_PROXY_CONTROL_LISTEN_ADDR", "value": "0.0.0.0:4190"},
+                {"name": "LINKERD2_PROXY_LOG", "value": "warn"}
+            ]}],
+            "containers": [{"name": "app", "image": "x", "ports": [
+                {"name": "db", "containerPort": 5432},
+                {"containerPort": 8080, "hostPort": 30080}
+            ]}]
+        },
+        "status": {
+            "phase": "Running", "podIP": "10.0.0.1",
+            "podIPs": [{"ip": "10.0.0.1"}, {"ip": "fd00::1"}],
+            "hostIP": "192.168.0.1",
+            "conditions": [{"type": "Ready", "status": "True"}]
+        }
+    }));
     assert_eq!(
-        named_container_port(&meshed_pod("p", "n"), "http"),
-        Some(8080)
+        kube::Resource::meta(&pod).resource_version.as_deref(),
+        Some("42")
     );
-    assert_eq!(named_container_port(&meshed_pod("p", "n"), "nope"), None);
+    let f = pod.facts;
+    assert_eq!(
+        (&*f.name, &*f.namespace, &*f.service_account),
+        ("web-0", "ns", "web-sa")
+    );
+    assert_eq!(f.node_name.as_deref(), Some("node-1"));
+    assert_eq!(f.control_plane_ns.as_deref(), Some("linkerd"));
+    assert_eq!(f.pod_template_hash.as_deref(), Some("abc"));
+    assert_eq!(
+        f.owner,
+        Some(OwnerRef {
+            kind: "ReplicaSet".into(),
+            name: "web-abc".into()
+        })
+    );
+    let opaque = f.opaque_ports.as_ref().expect("annotated");
+    assert!(opaque.contains(5432) && opaque.contains(9001) && !opaque.contains(8080));
+    assert!(f.skip_inbound_ports.contains(4190));
+    assert_eq!(
+        (f.proxy_ports.inbound.clone(), f.proxy_ports.admin.clone()),
+        (Ok(4143), Ok(4191))
+    );
+    assert!(f.is_running() && f.terminating && !f.serves_pod_ip());
+    assert_eq!(f.pod_ip(), Some("10.0.0.1".parse().expect("ip")));
+    assert_eq!(f.ips().count(), 3, "two pod IPs and the host IP");
+    assert!(f.exposes_host_port("192.168.0.1:30080".parse().expect("addr")));
+    assert!(!f.exposes_host_port("192.168.0.1:8080".parse().expect("addr")));
+}
+
+/// A slice is decoded straight from JSON into the facts translation reads.
+#[test]
+fn slices_decode_into_their_facts() {
+    use crate::core::slice::SliceTarget;
+    let slice: super::slices::SliceObject = from_json(json!({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "addressType": "IPv4",
+        "metadata": {
+            "name": "web-abc", "namespace": "ns", "resourceVersion": "7",
+            "labels": {"kubernetes.io/service-name": "web", "endpointslice.kubernetes.io/managed-by": "x"},
+            "managedFields": [{"manager": "kcm"}]
+        },
+        "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}, {"port": 70000}],
+        "endpoints": [
+            {"addresses": ["10.0.0.1", "not-an-ip"], "conditions": {"ready": false, "serving": true},
+             "hostname": "web-0", "zone": "z1", "nodeName": "node-1",
+             "hints": {"forZones": [{"name": "z2"}, {"name": "z1"}, {"name": "z2"}]},
+             "targetRef": {"kind": "Pod", "name": "web-0", "uid": "u"}},
+            {"addresses": ["10.0.0.2"], "targetRef": {"kind": "ExternalWorkload", "name": "vm"}},
+            {"addresses": ["10.0.0.3"], "targetRef": {"kind": "Node", "name": "n"}},
+            {"addresses": ["10.0.0.4"], "hostname": ""}
+        ]
+    }));
+    assert_eq!(
+        kube::Resource::meta(&slice).name.as_deref(),
+        Some("web-abc")
+    );
+    let f = slice.facts;
+    assert_eq!((&*f.namespace, f.service.as_deref()), ("ns", Some("web")));
+    assert!(f.mirror.is_none());
+    let ports = f.ports.as_deref().expect("ports");
+    assert_eq!(
+        ports.iter().map(|p| (&*p.name, p.port)).collect::<Vec<_>>(),
+        [("http", Some(8080)), ("", None)]
+    );
+    let [pod, ew, node, bare] = &f.endpoints[..] else {
+        panic!("four endpoints: {:?}", f.endpoints);
+    };
+    assert_eq!(
+        pod.addresses.len(),
+        1,
+        "the address that is not an IP is skipped"
+    );
+    assert_eq!(pod.ready, Some(false));
+    assert_eq!(pod.hostname.as_deref(), Some("web-0"));
+    assert_eq!(pod.zone.as_deref(), Some("z1"));
+    assert_eq!(
+        pod.for_zones
+            .as_deref()
+            .map(|z| z.iter().map(|z| &**z).collect::<Vec<_>>()),
+        Some(vec!["z1", "z2"])
+    );
+    assert_eq!(
+        pod.target.as_ref().and_then(|t| t.pod("ns")),
+        Some(("ns", "web-0"))
+    );
+    assert!(matches!(&ew.target, Some(SliceTarget::ExternalWorkload { name }) if &**name == "vm"));
+    assert!(matches!(&node.target, Some(SliceTarget::Other { kind, .. }) if &**kind == "Node"));
+    assert_eq!((bare.hostname.as_deref(), bare.ready), (None, None));
 }

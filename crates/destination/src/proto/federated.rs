@@ -108,6 +108,7 @@ mod tests {
             namespace: "ns".into(),
             name: service.into(),
         };
+        let s = crate::k8s::slices::slice_facts(&s);
         let set = translate_endpoints(&id, None, 80, std::slice::from_ref(&s), &cache);
         Arc::new(Snapshot::build(
             set_labels(&id, [&s]),

@@ -138,7 +138,7 @@ pub fn workload_endpoint(endpoint: &Endpoint, cfg: &TranslatorConfig, opaque: bo
         Workload::Pod(pod) => match weighted_addr(endpoint, cfg, None) {
             Ok(mut wa) => {
                 wa.metric_labels
-                    .insert("namespace".to_string(), pod.namespace.clone());
+                    .insert("namespace".to_string(), pod.namespace.to_string());
                 wa
             }
             Err(error) => {

@@ -257,6 +257,7 @@ mod tests {
         let cache = Cache::new(pods);
         let s = slice("IPv4", json!([{"port": 80}]), eps);
         let set = cache.translate(None, 80, std::slice::from_ref(&s));
+        let s = crate::k8s::slices::slice_facts(&s);
         Snapshot::build(set_labels(&svc_id(), [&s]), &set, &cfg(), Some("z1"), None)
     }
 
@@ -485,7 +486,7 @@ mod tests {
             json!([pod_ep("10.0.0.1", "p1", "z1")]),
         );
         let set = cache.translate(None, 80, std::slice::from_ref(&s));
-        let labels = set_labels(&svc_id(), [&s]);
+        let labels = set_labels(&svc_id(), [&crate::k8s::slices::slice_facts(&s)]);
         let first = Snapshot::build(labels.clone(), &set, &cfg(), Some("z1"), None);
         let again = cache.translate(None, 80, std::slice::from_ref(&s));
         let second = Snapshot::build(labels.clone(), &again, &cfg(), Some("z1"), Some(&first));

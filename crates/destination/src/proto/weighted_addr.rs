@@ -95,20 +95,20 @@ fn fill_pod(
 ) -> Result<(), TranslateError> {
     let port = ep.addr.port();
     let labels = &mut wa.metric_labels;
-    labels.insert("pod".into(), pod.name.clone());
+    labels.insert("pod".into(), pod.name.to_string());
     labels.insert(pod.owner.key.clone(), pod.owner.name.clone());
-    labels.insert("serviceaccount".into(), pod.service_account.clone());
+    labels.insert("serviceaccount".into(), pod.service_account.to_string());
     if let Some(cp) = &pod.control_plane_ns {
-        labels.insert("control_plane_ns".into(), cp.clone());
+        labels.insert("control_plane_ns".into(), cp.to_string());
     }
     if let Some(hash) = &pod.pod_template_hash {
-        labels.insert("pod_template_hash".into(), hash.clone());
+        labels.insert("pod_template_hash".into(), hash.to_string());
     }
     labels.insert("zone".into(), ep.zone.clone().unwrap_or_default());
 
     let proxy_err = |source: &ProxyPortError| TranslateError::ProxyPort {
-        namespace: pod.namespace.clone(),
-        pod: pod.name.clone(),
+        namespace: pod.namespace.to_string(),
+        pod: pod.name.to_string(),
         source: source.clone(),
     };
     let skipped = pod.skip_inbound_ports.contains(port);
@@ -138,7 +138,7 @@ fn fill_pod(
 
     if let Some(cp) = &pod.control_plane_ns
         && !cfg.identity_trust_domain.is_empty()
-        && *cp == cfg.controller_namespace
+        && **cp == *cfg.controller_namespace
         && !skipped
     {
         let id = tls_identity::DnsLikeIdentity {

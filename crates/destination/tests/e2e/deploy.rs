@@ -1,8 +1,9 @@
 //! `destination` started as `deploy/` starts it: the container's exact
 //! arguments (the Linkerd chart's Go-style flags), authenticated as the
 //! pod's own ServiceAccount with only the RBAC of `deploy/base/rbac.yaml`.
-//! It must become ready (every watch synced); under an account without
-//! those roles it must not.
+//! It must become ready (every watch synced) and export what Linkerd's
+//! dashboards read; under an account without those roles it must not
+//! become ready.
 
 use std::{
     process::{Command, Stdio},
@@ -34,6 +35,28 @@ async fn starts_from_the_deploy_args_with_its_service_account() {
     let dst = ServerProcess::start(program.as_ref(), &line, admin).await;
     let (status, body) = dst.admin_get("/ping").await;
     assert_eq!((status, body.as_str()), (200, "pong\n"));
+    // What Linkerd's dashboards read, under the original's names: the
+    // process series, and the gRPC server's (created for each method at
+    // start, as go-grpc-prometheus does).
+    let (_, metrics) = dst.admin_get("/metrics").await;
+    let wanted = [
+        test_support::dashboards::PROCESS,
+        test_support::dashboards::GRPC_SERVER,
+        test_support::dashboards::HTTP_CLIENT,
+    ]
+    .concat();
+    let missing = test_support::dashboards::missing(&metrics, &wanted);
+    assert!(missing.is_empty(), "missing {missing:?} in\n{metrics}");
+    assert!(
+        metrics.contains(
+            "grpc_server_handled_total{grpc_service=\"io.linkerd.proxy.destination.Destination\",grpc_method=\"GetProfile\",grpc_type=\"server_stream\",grpc_code=\"Canceled\"} 0"
+        ),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("http_client_requests_total{client=\"k8s\",code=\"200\",method=\"get\"}"),
+        "{metrics}"
+    );
     drop(dst);
 
     // An account without those roles.
@@ -65,4 +88,32 @@ async fn starts_from_the_deploy_args_with_its_service_account() {
     let (status, body) = last.expect("the admin server answered");
     assert_eq!(status, 503);
     assert!(body.contains("cache"), "{body}");
+}
+
+/// The chart's `enableEndpointSlices: false` renders
+/// `-enable-endpoint-slices=false` (and no EndpointSlice RBAC): the
+/// destination refuses to start, naming the chart value, instead of waiting
+/// forever for a watch it cannot run.
+#[test]
+fn refuses_the_charts_enable_endpoint_slices_false() {
+    let mut line = destination_pod_command("destination");
+    line.retain(|a| !a.starts_with("-enable-endpoint-slices"));
+    line.push("-enable-endpoint-slices=false".into());
+    line.extend([
+        format!("-addr={}", free_addr()),
+        format!("-metrics-addr={}", free_addr()),
+        "-kubeconfig=/nonexistent".into(),
+    ]);
+    let out = Command::new(env!("CARGO_BIN_EXE_destination"))
+        .args(&line)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run destination");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("`enableEndpointSlices: false`) is not supported")
+            && stderr.contains("Set `enableEndpointSlices: true`"),
+        "{stderr}"
+    );
 }

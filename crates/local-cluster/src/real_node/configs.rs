@@ -131,7 +131,9 @@ authentication:
     clientCAFile: {pki}/ca.crt
 authorization:
   mode: Webhook
-clusterDomain: cluster.local
+clusterDomain: {domain}
+clusterDNS:
+- {dns}
 resolvConf: {dir}/resolv.conf
 podLogsDir: {dir}/pod-logs
 volumePluginDir: {dir}/kubelet/volume-plugins
@@ -154,5 +156,7 @@ evictionHard:
         containerd = containerd.display(),
         pki = pki.display(),
         dir = dir.display(),
+        domain = super::dns::CLUSTER_DOMAIN,
+        dns = super::dns::CLUSTER_DNS_IP,
     )
 }

@@ -1,7 +1,8 @@
 //! A real node beside the local control plane: containerd (Debian's
 //! package) with the CNI bridge, host-local, portmap and loopback plugins,
 //! the kubelet and kube-proxy (iptables mode) of the pinned Kubernetes
-//! version, and the locally built pause image.
+//! version, the locally built pause image, and the cluster DNS (CoreDNS as
+//! `kube-system/kube-dns`, see [`dns`]).
 //!
 //! Network layout (one real node per host at a time):
 //! - bridge `meridian0` with `10.244.0.1/24`, made before kube-apiserver
@@ -35,6 +36,8 @@ use k8s_openapi::api::core::v1::Node;
 
 mod cleanup;
 mod configs;
+pub mod dns;
+pub mod dns_wire;
 
 use cleanup::cleanup;
 pub use cleanup::cleanup_host;
@@ -117,6 +120,10 @@ pub enum NodeError {
     Image(#[from] crate::images::ImageError),
     #[error("Kubernetes client error: {0}")]
     Kube(#[from] kube::Error),
+    #[error(transparent)]
+    Build(#[from] crate::binaries::BuildError),
+    #[error("the cluster DNS manifest: {detail}")]
+    Manifest { detail: String },
     #[error("invalid record {path}: {source}")]
     Record {
         path: PathBuf,
@@ -378,7 +385,6 @@ impl RealNode {
             processes: Vec::new(),
             cleaned: false,
         };
-        let started = Instant::now();
         let dir = inputs.work_dir.join("node");
         for sub in [
             "containerd",
@@ -394,6 +400,9 @@ impl RealNode {
         let docker = crate::images::Docker::locate();
         docker.check_daemon()?;
         let pause = crate::images::ensure_pause(&docker, &|line| progress(line))?;
+        let coredns = dns::ensure_image(&docker)?;
+        // Timed from containerd's start (the images are built or found).
+        let started = Instant::now();
 
         // containerd
         write_file(
@@ -419,7 +428,7 @@ impl RealNode {
             address.exists()
         })
         .await?;
-        let mut references = vec![pause.reference.clone()];
+        let mut references = vec![pause.reference.clone(), coredns.reference.clone()];
         references.extend(inputs.images.iter().cloned());
         progress(&format!(
             "loading {} into containerd",
@@ -470,7 +479,7 @@ impl RealNode {
         let healthz_port = free_port()?;
         write_file(
             &dir.join("resolv.conf"),
-            "# No DNS server runs on the local node; lookups fail fast.\nnameserver 127.0.0.1\noptions timeout:1 attempts:1\n",
+            "# The node's resolv.conf for pods with dnsPolicy Default (CoreDNS): no\n# upstream server is reachable, lookups fail fast. Other pods get the\n# cluster DNS (clusterDNS).\nnameserver 127.0.0.1\noptions timeout:1 attempts:1\n",
         )?;
         write_file(
             &dir.join("kubelet.yaml"),
@@ -545,6 +554,12 @@ impl RealNode {
         .await?;
         progress(&format!(
             "node {NODE_NAME} Ready in {:.1}s (kubelet on {BRIDGE_IP}:{kubelet_port})",
+            started.elapsed().as_secs_f64()
+        ));
+        node.start_cluster_dns(client, &coredns.reference, inputs.timeout)
+            .await?;
+        progress(&format!(
+            "node {NODE_NAME} Ready with cluster DNS in {:.1}s",
             started.elapsed().as_secs_f64()
         ));
         Ok(node)
@@ -740,5 +755,6 @@ mod tests {
         assert_eq!(cni["plugins"][0]["bridge"], BRIDGE);
         let kubelet = kubelet_config(dir, Path::new("/s.sock"), 1, 2);
         assert!(kubelet.contains("failCgroupV1: false"));
+        assert!(kubelet.contains("clusterDomain: cluster.local\nclusterDNS:\n- 10.0.0.10\n"));
     }
 }

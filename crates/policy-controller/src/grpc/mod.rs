@@ -264,6 +264,30 @@ impl<D: DiscoverInboundServer> grpc_stream::FramedMethods for InboundPolicyServe
 /// How long a request waits for the first sync before `Unavailable`.
 const SYNC_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// The methods of the policy APIs, for the original's `grpc_server_*`
+/// metrics (Meridian's own `WorkloadPorts` feed is not among them).
+pub const GRPC_METHODS: &[grpc_stream::metrics::Method] = {
+    use grpc_stream::metrics::RpcType::{ServerStream, Unary};
+    &[
+        (
+            "io.linkerd.proxy.inbound.InboundServerPolicies",
+            "GetPort",
+            Unary,
+        ),
+        (
+            "io.linkerd.proxy.inbound.InboundServerPolicies",
+            "WatchPort",
+            ServerStream,
+        ),
+        ("io.linkerd.proxy.outbound.OutboundPolicies", "Get", Unary),
+        (
+            "io.linkerd.proxy.outbound.OutboundPolicies",
+            "Watch",
+            ServerStream,
+        ),
+    ]
+};
+
 /// How long shutdown waits for open streams to send their OK trailers
 /// before HTTP/2's graceful shutdown (GOAWAY) starts.
 const STREAM_DRAIN_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
@@ -281,12 +305,15 @@ pub async fn serve<D: DiscoverInboundServer, O: crate::core::DiscoverOutboundPol
     outbound: Arc<outbound::OutboundPolicyServer<O>>,
     workload_ports: workload_ports::WorkloadPortsService,
     synced: tokio::sync::watch::Receiver<bool>,
+    metrics: &grpc_stream::metrics::GrpcServerMetrics,
     shutdown: Shutdown,
 ) -> Result<(), tonic::transport::Error> {
     let addr: Option<SocketAddr> = listener.local_addr().ok();
     tracing::info!(?addr, "policy gRPC server listening");
     // Streams per connection, request sizes, keepalive: one place for both servers.
     grpc_stream::server::builder(limits)
+        // The original's `grpc_server_*` metrics, refusals included.
+        .layer(metrics.layer())
         .layer(grpc_stream::SyncGateLayer::new(
             synced,
             SYNC_WAIT,

@@ -2,7 +2,8 @@
 //! (resolved at once), AuthorizationPolicies (resolved against the
 //! authentications when a server is built), MeshTLSAuthentications and
 //! NetworkAuthentications. The spec conversions are public so that the
-//! admission webhook can reject what the index would ignore.
+//! admission webhook applies the same rules (all but "authorizes no
+//! clients", which the original leaves to its index).
 
 use std::collections::HashMap;
 

@@ -3,7 +3,7 @@
 //! accepted them, exactly as the policy HTTPRoute does, and
 //! AuthorizationPolicies targeting them (group `gateway.networking.k8s.io`)
 //! become the route's authorizations. [`grpc_route`] is public so that the
-//! admission webhook rejects what the index would ignore.
+//! status writer can say why the index ignores a route.
 
 use std::{collections::BTreeMap, collections::BTreeSet, time::SystemTime};
 

@@ -38,6 +38,7 @@ use k8s_index::{ObjectKey, SharedIndex};
 use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::watch;
 
+pub use self::pod::PodObject;
 use self::workload::WorkloadState;
 pub use self::{
     authz::{
@@ -635,22 +636,33 @@ fn warn_invalid(kind: &str, ns: &str, name: &str, error: &InvalidResource) {
     tracing::warn!(%kind, %ns, %name, %error, "ignoring invalid resource");
 }
 
-impl Indexed for Pod {
+impl Indexed for PodObject {
     fn upsert(index: &mut Index, ns: &str, name: String, pod: Self) -> Touched {
-        let meshed = pod
-            .metadata
-            .labels
-            .as_ref()
-            .is_some_and(|l| l.contains_key(CONTROL_PLANE_NS_LABEL));
-        if !meshed {
-            return Self::remove(index, ns, name);
+        match pod.info {
+            Some(info) => index.set_workload(ns, name, info),
+            // Not meshed (any more): not indexed.
+            None => Self::remove(index, ns, name),
         }
-        index.set_workload(ns, name, WorkloadInfo::from_pod(&pod))
     }
 
     fn remove(index: &mut Index, ns: &str, name: String) -> Touched {
         index.opaque.set(WorkloadKind::Pod, ns, &name, Vec::new());
         index.remove_workload(ns, WorkloadKind::Pod, &name)
+    }
+}
+
+/// A `k8s-openapi` `Pod` is decoded as the watch decodes one (tests, and
+/// callers holding full objects).
+impl Indexed for Pod {
+    fn upsert(index: &mut Index, ns: &str, name: String, pod: Self) -> Touched {
+        match WorkloadInfo::from_pod(&pod) {
+            Some(info) => index.set_workload(ns, name, info),
+            None => PodObject::remove(index, ns, name),
+        }
+    }
+
+    fn remove(index: &mut Index, ns: &str, name: String) -> Touched {
+        PodObject::remove(index, ns, name)
     }
 }
 

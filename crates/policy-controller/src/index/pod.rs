@@ -1,35 +1,166 @@
 //! Reading a meshed pod into a [`WorkloadInfo`]: its labels, annotation
 //! settings, named TCP container ports (init containers too) and HTTP
-//! probe paths.
+//! probe paths, decoded straight from the API's JSON ([`PodObject`], a
+//! typed partial object): no `k8s-openapi` `Pod` is built on the watch
+//! path, and an unmeshed pod keeps nothing.
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
     num::NonZeroU16,
 };
 
+use k8s_index::partial::{Kept, read_keys};
 use k8s_openapi::{
-    api::core::v1::{Container, ContainerPort, Pod},
+    api::core::v1::Pod, apimachinery::pkg::apis::meta::v1::ObjectMeta,
     apimachinery::pkg::util::intstr::IntOrString,
 };
+use serde::{Deserialize, Deserializer};
 
-use super::workload::{Settings, WorkloadInfo, is_tcp};
+use super::{
+    CONTROL_PLANE_NS_LABEL,
+    workload::{
+        DEFAULT_POLICY_ANNOTATION, OPAQUE_PORTS_ANNOTATION, REQUIRE_IDENTITY_ANNOTATION, Settings,
+        WorkloadInfo, is_tcp,
+    },
+};
 use crate::core::{PortSet, WorkloadKind};
 
+/// A pod as the policy controller watches it: `metadata` reduced to name,
+/// namespace and resourceVersion, and what the index keeps (`None` for a
+/// pod that is not meshed).
+#[derive(Clone, Debug)]
+pub struct PodObject {
+    metadata: ObjectMeta,
+    /// The meshed pod's definition.
+    pub info: Option<WorkloadInfo>,
+}
+
+k8s_index::partial_object!(
+    PodObject,
+    kind = "Pod",
+    group = "",
+    version = "v1",
+    plural = "pods"
+);
+
+impl<'de> Deserialize<'de> for PodObject {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let json = PodJson::deserialize(deserializer)?;
+        let metadata = ObjectMeta {
+            name: json.metadata.name.clone(),
+            namespace: json.metadata.namespace.clone(),
+            resource_version: json.metadata.resource_version.clone(),
+            ..ObjectMeta::default()
+        };
+        Ok(Self {
+            metadata,
+            info: json.info(),
+        })
+    }
+}
+
 impl WorkloadInfo {
-    pub fn from_pod(pod: &Pod) -> Self {
-        let containers: Vec<&Container> = pod
+    /// A `k8s-openapi` pod's definition (tests, and callers holding full
+    /// objects), through the same decoding as the watch's; `None` for an
+    /// unmeshed pod.
+    pub fn from_pod(pod: &Pod) -> Option<Self> {
+        serde_json::to_value(pod)
+            .and_then(serde_json::from_value::<PodObject>)
+            .ok()
+            .and_then(|p| p.info)
+    }
+}
+
+// ---- the JSON fields read, and only those ----
+
+#[derive(Default, Deserialize)]
+struct PodJson {
+    #[serde(default)]
+    metadata: MetaJson,
+    #[serde(default)]
+    spec: SpecJson,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct MetaJson {
+    name: Option<String>,
+    namespace: Option<String>,
+    resource_version: Option<String>,
+    /// Every label: Servers select pods by any of them.
+    #[serde(default)]
+    labels: Option<BTreeMap<String, String>>,
+    #[serde(default, deserialize_with = "read_annotations")]
+    annotations: Kept,
+}
+
+/// Annotation keys read, in the order [`Settings::from_annotations`] takes them.
+const ANNOTATIONS: [&str; 3] = [
+    DEFAULT_POLICY_ANNOTATION,
+    OPAQUE_PORTS_ANNOTATION,
+    REQUIRE_IDENTITY_ANNOTATION,
+];
+
+fn read_annotations<'de, D: Deserializer<'de>>(d: D) -> Result<Kept, D::Error> {
+    read_keys(d, &ANNOTATIONS)
+}
+
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SpecJson {
+    #[serde(default)]
+    containers: Vec<ContainerJson>,
+    #[serde(default)]
+    init_containers: Vec<ContainerJson>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ContainerJson {
+    #[serde(default)]
+    ports: Vec<PortJson>,
+    liveness_probe: Option<ProbeJson>,
+    readiness_probe: Option<ProbeJson>,
+    startup_probe: Option<ProbeJson>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PortJson {
+    name: Option<String>,
+    container_port: i32,
+    protocol: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ProbeJson {
+    http_get: Option<HttpGetJson>,
+}
+
+#[derive(Deserialize)]
+struct HttpGetJson {
+    port: IntOrString,
+    path: Option<String>,
+}
+
+impl PodJson {
+    /// The meshed pod's definition; `None` if it is not meshed.
+    fn info(self) -> Option<WorkloadInfo> {
+        let labels = self.metadata.labels.unwrap_or_default();
+        if !labels.contains_key(CONTROL_PLANE_NS_LABEL) {
+            return None;
+        }
+        let containers: Vec<&ContainerJson> = self
             .spec
+            .containers
             .iter()
-            .flat_map(|s| {
-                s.containers
-                    .iter()
-                    .chain(s.init_containers.iter().flatten())
-            })
+            .chain(&self.spec.init_containers)
             .collect();
         let mut port_names: HashMap<String, PortSet> = HashMap::new();
         for (port, name) in containers
             .iter()
-            .flat_map(|c| c.ports.iter().flatten())
+            .flat_map(|c| &c.ports)
             .filter_map(named_tcp_port)
         {
             port_names.entry(name.to_string()).or_default().insert(port);
@@ -38,17 +169,27 @@ impl WorkloadInfo {
         for (port, path) in containers.iter().flat_map(|c| probe_paths(c)) {
             probes.entry(port).or_default().insert(path);
         }
-        Self {
+        let annotations: BTreeMap<String, String> = ANNOTATIONS
+            .iter()
+            .enumerate()
+            .filter_map(|(i, key)| {
+                Some((
+                    key.to_string(),
+                    self.metadata.annotations.get(i)?.to_string(),
+                ))
+            })
+            .collect();
+        Some(WorkloadInfo {
             kind: WorkloadKind::Pod,
-            labels: pod.metadata.labels.clone().unwrap_or_default(),
-            settings: Settings::from_annotations(pod.metadata.annotations.as_ref()),
+            labels,
+            settings: Settings::from_annotations(Some(&annotations)),
             port_names,
             probes,
-        }
+        })
     }
 }
 
-fn tcp_port(port: &ContainerPort) -> Option<NonZeroU16> {
+fn tcp_port(port: &PortJson) -> Option<NonZeroU16> {
     if !is_tcp(port.protocol.as_deref()) {
         return None;
     }
@@ -57,14 +198,14 @@ fn tcp_port(port: &ContainerPort) -> Option<NonZeroU16> {
         .and_then(NonZeroU16::new)
 }
 
-fn named_tcp_port(port: &ContainerPort) -> Option<(NonZeroU16, &str)> {
+fn named_tcp_port(port: &PortJson) -> Option<(NonZeroU16, &str)> {
     Some((tcp_port(port)?, port.name.as_deref()?))
 }
 
 /// The (port, path) of each httpGet liveness, readiness and startup probe;
 /// named ports resolve among the container's own TCP ports; the query is
 /// dropped and a missing path is `/`.
-fn probe_paths(c: &Container) -> impl Iterator<Item = (NonZeroU16, String)> + '_ {
+fn probe_paths(c: &ContainerJson) -> impl Iterator<Item = (NonZeroU16, String)> + '_ {
     [&c.liveness_probe, &c.readiness_probe, &c.startup_probe]
         .into_iter()
         .flatten()
@@ -75,7 +216,6 @@ fn probe_paths(c: &Container) -> impl Iterator<Item = (NonZeroU16, String)> + '_
                 IntOrString::String(name) => {
                     c.ports
                         .iter()
-                        .flatten()
                         .filter_map(named_tcp_port)
                         .find(|(_, n)| n.eq_ignore_ascii_case(name))?
                         .0
@@ -104,7 +244,7 @@ mod tests {
         let pod: Pod = serde_json::from_value(serde_json::json!({
             "metadata": {
                 "name": "p", "namespace": "ns",
-                "labels": {"app": "web"},
+                "labels": {"app": "web", "linkerd.io/control-plane-ns": "linkerd"},
                 "annotations": {
                     DEFAULT_POLICY_ANNOTATION: "bogus",
                     OPAQUE_PORTS_ANNOTATION: "3306,4000-4001",
@@ -136,7 +276,7 @@ mod tests {
             }
         }))
         .expect("pod");
-        let info = WorkloadInfo::from_pod(&pod);
+        let info = WorkloadInfo::from_pod(&pod).expect("a meshed pod");
         assert_eq!(info.kind, WorkloadKind::Pod);
         let p = |n| NonZeroU16::new(n).expect("nonzero");
         assert_eq!(

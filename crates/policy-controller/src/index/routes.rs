@@ -1,8 +1,8 @@
 //! HTTPRoutes (`policy.linkerd.io` and Gateway API, which share a shape)
 //! as the inbound index uses them: the Servers they attach to,
 //! whether our controller accepted them (status), and the route itself.
-//! [`http_route`] is public so that the admission webhook can reject what
-//! the index would ignore.
+//! The conversions are public so that the status writer can say why the
+//! index ignores a route.
 
 use std::{collections::BTreeSet, num::NonZeroU16, time::SystemTime};
 

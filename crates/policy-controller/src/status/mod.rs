@@ -1,7 +1,11 @@
 //! The route status writer: the policy controller accepts the routes whose
 //! parent Server, Service or (accepted) EgressNetwork exists (and says `NoMatchingParent` for the
 //! others) by writing `status.parents[]`, which is what attaches a route in
-//! the indexes. Policy HTTPRoutes and Gateway HTTPRoutes, GRPCRoutes,
+//! the indexes. A route the index cannot serve on a parent (a filter
+//! Meridian does not apply, a Server parent naming a port, …: what the
+//! index's conversion refuses, which admission lets through as the
+//! original does) is `Accepted=False` with `UnsupportedValue` and the
+//! reason as its message. Policy HTTPRoutes and Gateway HTTPRoutes, GRPCRoutes,
 //! TLSRoutes and TCPRoutes are handled; status entries of other controllers are left alone.
 //!
 //! - [`route_status`]: the pure computation (a route, the Servers of its
@@ -47,6 +51,7 @@ use crate::index::{
 // `ACCEPTED` too).
 pub use k8s_api::conditions::{
     ACCEPTED, BACKEND_NOT_FOUND, INVALID_KIND, NO_MATCHING_PARENT, RESOLVED_REFS, ROUTE_CONFLICTED,
+    UNSUPPORTED_VALUE,
 };
 
 /// The route kinds the writer handles.
@@ -88,6 +93,16 @@ pub enum BackendTarget {
     Unknown,
 }
 
+/// Why the indexes cannot serve a route: what their conversion of it
+/// refused, on each side (`None`: served, or no parent of that side).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Unserved {
+    /// The inbound index's (Server parents).
+    pub inbound: Option<String>,
+    /// The outbound index's (Service and EgressNetwork parents).
+    pub outbound: Option<String>,
+}
+
 /// A route as the status computation sees it.
 #[derive(Clone, Copy, Debug)]
 pub struct RouteView<'a> {
@@ -98,6 +113,7 @@ pub struct RouteView<'a> {
     pub backends: &'a [BackendTarget],
     pub generation: Option<i64>,
     pub current: Option<&'a HttpRouteStatus>,
+    pub unserved: &'a Unserved,
 }
 
 /// What the status computation knows of the cluster.
@@ -139,6 +155,7 @@ fn condition(
 
 /// The status a route should have: the entries of other controllers are
 /// kept as they are; ours are one per distinct Server parent (`Accepted`,
+/// `UnsupportedValue` when the inbound index cannot serve the route,
 /// `NoMatchingParent` when the Server is missing, or `RouteConflicted`
 /// when a route of a more specific kind names the same Server; its
 /// `parentRef` written as group, kind, namespace and name, as the
@@ -205,7 +222,9 @@ pub fn route_status(
                 .get(&(server_ns.to_string(), name.to_string()))
                 .is_some_and(|best| *best < route.kind.rank())
         };
-        let accepted = if !exists {
+        let accepted = if let Some(why) = &route.unserved.inbound {
+            condition(ACCEPTED, false, UNSUPPORTED_VALUE, why.clone())
+        } else if !exists {
             condition(
                 ACCEPTED,
                 false,
@@ -246,6 +265,7 @@ pub fn route_status(
             .services
             .get(&(sp.namespace.clone(), sp.name.clone()))
         {
+            _ if route.unserved.outbound.is_some() => unsupported(&route.unserved.outbound),
             None => condition(ACCEPTED, false, NO_MATCHING_PARENT, String::new()),
             Some(false) => condition(
                 ACCEPTED,
@@ -282,6 +302,7 @@ pub fn route_status(
             .egress_networks
             .get(&(ep.namespace.clone(), ep.name.clone()))
         {
+            _ if route.unserved.outbound.is_some() => unsupported(&route.unserved.outbound),
             None => condition(ACCEPTED, false, NO_MATCHING_PARENT, String::new()),
             Some(false) => {
                 let (reason, message) = policies::egress_not_accepted();
@@ -313,6 +334,16 @@ pub fn route_status(
         parents.push(ours(parent_ref, vec![accepted, resolved]));
     }
     HttpRouteStatus { parents }
+}
+
+/// `Accepted=False` with `UnsupportedValue` and why.
+fn unsupported(why: &Option<String>) -> (String, String, String, String) {
+    condition(
+        ACCEPTED,
+        false,
+        UNSUPPORTED_VALUE,
+        why.clone().unwrap_or_default(),
+    )
 }
 
 /// The (namespace, name) of every Server parent, the namespace defaulting
@@ -373,6 +404,7 @@ struct RouteState {
     backends: Vec<BackendTarget>,
     generation: Option<i64>,
     status: Option<HttpRouteStatus>,
+    unserved: Unserved,
 }
 
 /// A status to write.
@@ -459,6 +491,7 @@ impl StatusIndex {
                     backends: &route.backends,
                     generation: route.generation,
                     current: route.status.as_ref(),
+                    unserved: &route.unserved,
                 };
                 let cluster = ClusterView {
                     servers: &self.servers,
@@ -577,6 +610,94 @@ fn backends<'a>(refs: impl Iterator<Item = &'a HttpBackendRef>, ns: &str) -> Vec
     .collect()
 }
 
+/// The cluster domain given to the outbound conversion, which only uses it
+/// to name backends: whether it fails does not depend on it.
+const CLUSTER_DOMAIN: &str = "cluster.local";
+
+/// What the indexes' conversions refuse in a route, for the sides it has
+/// parents on.
+fn unserved<R: Conversions>(route: &R, parents: &[ParentRef], ns: &str) -> Unserved {
+    let has_server = parents.iter().any(is_server_parent);
+    let has_outbound = parents.iter().any(|p| {
+        is_service_ref(p.group.as_deref(), p.kind.as_deref())
+            || crate::index::outbound::egress::is_egress_network_ref(
+                p.group.as_deref(),
+                p.kind.as_deref(),
+            )
+    });
+    Unserved {
+        inbound: if has_server { route.inbound(ns) } else { None },
+        outbound: if has_outbound { route.outbound() } else { None },
+    }
+}
+
+fn err_text<T>(r: Result<T, crate::index::InvalidResource>) -> Option<String> {
+    r.err().map(|e| e.to_string())
+}
+
+/// How each route kind is converted by the indexes (TLS and TCP routes
+/// have no inbound side).
+trait Conversions: Sized {
+    fn inbound(&self, _ns: &str) -> Option<String> {
+        None
+    }
+    fn outbound(&self) -> Option<String>;
+}
+
+impl Conversions for HTTPRoute {
+    fn inbound(&self, ns: &str) -> Option<String> {
+        err_text(crate::index::RouteBinding::from_resource(self, ns))
+    }
+    fn outbound(&self) -> Option<String> {
+        err_text(crate::index::outbound::routes::policy_http_binding(
+            self,
+            CLUSTER_DOMAIN,
+        ))
+    }
+}
+
+impl Conversions for gateway::HTTPRoute {
+    fn inbound(&self, ns: &str) -> Option<String> {
+        err_text(crate::index::RouteBinding::from_gateway(self, ns))
+    }
+    fn outbound(&self) -> Option<String> {
+        err_text(crate::index::outbound::routes::gateway_http_binding(
+            self,
+            CLUSTER_DOMAIN,
+        ))
+    }
+}
+
+impl Conversions for gateway::GRPCRoute {
+    fn inbound(&self, ns: &str) -> Option<String> {
+        err_text(crate::index::gateway_routes::GrpcRouteBinding::from_resource(self, ns))
+    }
+    fn outbound(&self) -> Option<String> {
+        err_text(crate::index::outbound::routes::grpc_binding(
+            self,
+            CLUSTER_DOMAIN,
+        ))
+    }
+}
+
+impl Conversions for gateway::TLSRoute {
+    fn outbound(&self) -> Option<String> {
+        err_text(crate::index::outbound::routes::tls_binding(
+            self,
+            CLUSTER_DOMAIN,
+        ))
+    }
+}
+
+impl Conversions for gateway::TCPRoute {
+    fn outbound(&self) -> Option<String> {
+        err_text(crate::index::outbound::routes::tcp_binding(
+            self,
+            CLUSTER_DOMAIN,
+        ))
+    }
+}
+
 macro_rules! status_route {
     ($ty:ty, $kind:expr) => {
         impl k8s_index::Index<$ty> for StatusIndex {
@@ -585,6 +706,11 @@ macro_rules! status_route {
                     .and_then(ns_name)
                     .map(|(ns, name)| ($kind, ns, name));
                 let ns = route.metadata.namespace.clone().unwrap_or_default();
+                let unserved = unserved(
+                    &route,
+                    route.spec.parent_refs.as_deref().unwrap_or_default(),
+                    &ns,
+                );
                 let backend_refs = route
                     .spec
                     .rules
@@ -596,6 +722,7 @@ macro_rules! status_route {
                     parents: route.spec.parent_refs.unwrap_or_default(),
                     generation: route.metadata.generation,
                     status: route.status,
+                    unserved,
                 };
                 self.set_route(key, Some(state));
             }

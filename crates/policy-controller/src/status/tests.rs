@@ -40,6 +40,7 @@ fn server_route_status(
         backends: &[],
         generation: Some(1),
         current,
+        unserved: &Unserved::default(),
     };
     let cluster = ClusterView {
         servers,
@@ -231,6 +232,15 @@ fn service(name: &str, cluster_ip: &str) -> Service {
     .expect("service")
 }
 
+/// The parents of the status patch of `kind`.
+fn parents_of(patches: &[StatusPatch], kind: RouteKind) -> Vec<RouteParentStatus> {
+    patches
+        .iter()
+        .find(|p| p.kind == kind)
+        .map(|p| p.status.parents.clone())
+        .expect("a patch")
+}
+
 fn gateway_route(kind: &str, name: &str, parents: Value, backends: Value, status: Value) -> Value {
     json!({
         "apiVersion": "gateway.networking.k8s.io/v1", "kind": kind,
@@ -400,13 +410,7 @@ fn a_grpc_route_on_the_same_server_conflicts_http_routes() {
     .expect("grpc route");
     index.apply(grpc);
     let patches = index.patches(&now);
-    let status = |kind| {
-        patches
-            .iter()
-            .find(|p| p.kind == kind)
-            .map(|p| p.status.parents.clone())
-            .expect("a patch")
-    };
+    let status = |kind| parents_of(&patches, kind);
     assert_eq!(
         status(RouteKind::Grpc),
         vec![ours("web", "True", ACCEPTED, &now)]
@@ -415,6 +419,76 @@ fn a_grpc_route_on_the_same_server_conflicts_http_routes() {
         status(RouteKind::PolicyHttp),
         vec![ours("web", "False", ROUTE_CONFLICTED, &now)]
     );
+}
+
+/// What the indexes cannot serve, admitted as the original admits it, is
+/// `Accepted=False` with `UnsupportedValue` and the conversion's reason,
+/// on the parents of the side that cannot serve it.
+#[test]
+fn routes_the_indexes_cannot_serve_say_why() {
+    let now = time(0);
+    let mut index = StatusIndex::default();
+    index.apply(service("web", "10.0.0.1"));
+    index.apply(server("srv"));
+    let mut mirror = gateway_route(
+        "HTTPRoute",
+        "mirror",
+        json!([{"kind": "Service", "name": "web", "port": 80}]),
+        json!([{"name": "web", "port": 80}]),
+        json!({"parents": []}),
+    );
+    mirror["spec"]["rules"][0]["filters"] = json!([{"type": "RequestMirror",
+        "requestMirror": {"backendRef": {"name": "web", "port": 80}}}]);
+    let mirror: gateway::HTTPRoute = serde_json::from_value(mirror).expect("route");
+    index.apply(mirror);
+    let on_server_port: HTTPRoute = serde_json::from_value(json!({
+        "apiVersion": "policy.linkerd.io/v1beta3", "kind": "HTTPRoute",
+        "metadata": {"namespace": "ns", "name": "port", "generation": 1},
+        "spec": {"parentRefs": [{"group": "policy.linkerd.io", "kind": "Server", "name": "srv", "port": 80}]},
+    }))
+    .expect("route");
+    index.apply(on_server_port);
+    let patches = index.patches(&now);
+    let status = |kind| parents_of(&patches, kind);
+    let accepted = |parents: &[RouteParentStatus]| {
+        let c = &parents[0].conditions[0];
+        (
+            c.type_.clone(),
+            c.status.clone(),
+            c.reason.clone(),
+            c.message.clone(),
+        )
+    };
+    assert_eq!(
+        accepted(&status(RouteKind::GatewayHttp)),
+        (
+            ACCEPTED.to_string(),
+            "False".to_string(),
+            UNSUPPORTED_VALUE.to_string(),
+            "unsupported filter \"RequestMirror\"".to_string()
+        )
+    );
+    assert_eq!(
+        accepted(&status(RouteKind::PolicyHttp)),
+        (
+            ACCEPTED.to_string(),
+            "False".to_string(),
+            UNSUPPORTED_VALUE.to_string(),
+            "a Server parent may not name a port".to_string()
+        )
+    );
+    // Once the route is one the index serves, it is accepted.
+    let plain: gateway::HTTPRoute = serde_json::from_value(gateway_route(
+        "HTTPRoute",
+        "mirror",
+        json!([{"kind": "Service", "name": "web", "port": 80}]),
+        json!([{"name": "web", "port": 80}]),
+        json!({"parents": []}),
+    ))
+    .expect("route");
+    index.apply(plain);
+    let parents = parents_of(&index.patches(&now), RouteKind::GatewayHttp);
+    assert_eq!(parents[0].conditions[0].reason, ACCEPTED);
 }
 
 #[path = "policies_tests.rs"]

@@ -97,7 +97,6 @@ impl StatusWriter {
                         .await
                 }
             };
-            self.metrics.patched(result.is_ok());
             match result {
                 Ok(()) => {
                     tracing::debug!(ns = %patch.namespace, name = %patch.name, kind = ?patch.kind, "status written")
@@ -114,11 +113,9 @@ impl StatusWriter {
             }
             match self.write(&patch).await {
                 Ok(()) => {
-                    self.metrics.patched(true);
                     tracing::debug!(ns = %patch.namespace, route = %patch.name, "route status written");
                 }
                 Err(error) => {
-                    self.metrics.patched(false);
                     tracing::warn!(ns = %patch.namespace, route = %patch.name, %error, "writing the route status failed");
                 }
             }
@@ -195,12 +192,19 @@ impl StatusWriter {
             field_manager: Some(FIELD_MANAGER.to_string()),
             ..Default::default()
         };
-        tokio::time::timeout(
+        let start = std::time::Instant::now();
+        let result = tokio::time::timeout(
             self.patch_timeout,
             api.patch_status(name, &params, &Patch::Merge(&body)),
         )
-        .await
-        .map_err(|_| PatchError::Timeout(self.patch_timeout))??;
+        .await;
+        let counted = match &result {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(_)) => Err(false),
+            Err(_) => Err(true),
+        };
+        self.metrics.patched(counted, start.elapsed());
+        result.map_err(|_| PatchError::Timeout(self.patch_timeout))??;
         Ok(())
     }
 }

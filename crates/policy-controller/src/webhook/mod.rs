@@ -1,14 +1,21 @@
 //! The admission rules of the `policy.linkerd.io` kinds and of the Gateway
 //! API routes (`gateway.networking.k8s.io` HTTPRoute, GRPCRoute, TLSRoute
-//! and TCPRoute),
-//! served through the shared [`admission`] plumbing; any other kind is
-//! admitted with a warning. Every kind is checked with the very
-//! conversion the index applies ([`crate::index`]), so an object the
-//! webhook admits is never ignored by the index, and the reverse; the
-//! admission-only rules are that a Server's `accessPolicy` must parse (the
-//! index tolerates a bad one rather than drop the Server) and the rule
-//! timeouts of a policy HTTPRoute (`route_timeouts`), which the inbound
-//! index does not read.
+//! and TCPRoute), served through the shared [`admission`] plumbing: what
+//! the original's webhook (Linkerd 2.20) admits and refuses, kind by kind.
+//! Any other kind is refused with the original's `unsupported resource
+//! type: <group>.<version>.<kind>`.
+//!
+//! The policy kinds are checked with the index's own conversions, less the
+//! rules the original applies in its index only (a ServerAuthorization or
+//! MeshTLSAuthentication that authorizes no client is admitted). Routes
+//! are checked by `route_rules` for exactly what the original checks
+//! (matches, header modifiers, redirects, backend and parent ports,
+//! annotations, a policy HTTPRoute's timeouts): a route the Gateway API
+//! allows but Meridian cannot serve (a `RequestMirror` filter, a Server
+//! parent with a port, …) is admitted, and the status writer says why in
+//! its `Accepted` condition. A Gateway API route that does not even parse
+//! is admitted (logged), as the original does: the upstream CRD schema is
+//! the authority on its shape.
 
 use admission::{AdmissionRequest, Validate, Verdict};
 use k8s_api::{
@@ -16,18 +23,17 @@ use k8s_api::{
     policy::{
         AuthorizationPolicy, HTTPRoute, MeshTLSAuthentication, NetworkAuthentication, Server,
         ServerAuthorization,
-        http_route::{HttpBackendRef, ParentRef},
     },
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::DeserializeOwned;
 
+use self::route_rules::Problem;
 use crate::{
     core::DefaultPolicy,
     index::{
-        ClusterInfo, InvalidResource, RouteBinding, ServerSpec, authorization_policy,
-        gateway_routes::GrpcRouteBinding, is_server_parent, mesh_tls_authentication,
-        network_authentication, outbound::routes as outbound_routes, server_authorization,
+        ClusterInfo, InvalidResource, ServerSpec, authorization_policy, mesh_tls_authentication,
+        network_authentication, server_authorization,
     },
 };
 
@@ -42,8 +48,33 @@ pub enum Rejection {
     AccessPolicy(#[from] crate::core::InvalidDefaultPolicy),
     #[error(transparent)]
     Timeouts(#[from] route_timeouts::InvalidTimeouts),
+    #[error("{}", route_problem(.0))]
+    Route(Problem),
     #[error("is not a kind this webhook validates")]
     UnsupportedKind,
+}
+
+impl From<Problem> for Rejection {
+    fn from(p: Problem) -> Self {
+        Self::Route(p)
+    }
+}
+
+fn route_problem(p: &Problem) -> String {
+    match p {
+        Problem::Unparsed(what) => format!("could not be parsed: {what}"),
+        Problem::Invalid(what) => what.clone(),
+    }
+}
+
+/// The rule the original applies in its index only: a ServerAuthorization
+/// or MeshTLSAuthentication that authorizes no client is admitted (and
+/// ignored by the index). The conversions check it last.
+fn admit_no_clients<T>(converted: Result<T, InvalidResource>) -> Result<(), InvalidResource> {
+    match converted {
+        Ok(_) | Err(InvalidResource::NoClients) => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 /// The policy controller's validating webhook.
@@ -59,161 +90,95 @@ impl PolicyValidator {
         Self { cluster }
     }
 
-    /// Checks one object of `kind` (a `policy.linkerd.io` kind) in `ns`.
+    /// Checks one object of `kind` (a `policy.linkerd.io` kind, compared
+    /// case-insensitively as the original does) in `ns`.
     pub fn check(&self, kind: &str, ns: &str, object: &serde_json::Value) -> Result<(), Rejection> {
         let cluster = &self.cluster;
-        match kind {
-            "Server" => {
-                let srv: Server = parse(object)?;
-                if let Some(policy) = &srv.spec.access_policy {
-                    policy.parse::<DefaultPolicy>()?;
-                }
-                ServerSpec::from_resource(&srv, cluster)?;
+        let is = |k: &str| kind.eq_ignore_ascii_case(k);
+        if is("Server") {
+            let srv: Server = parse(object)?;
+            if let Some(policy) = &srv.spec.access_policy {
+                policy.parse::<DefaultPolicy>()?;
             }
-            "ServerAuthorization" => {
-                let saz: ServerAuthorization = parse(object)?;
-                server_authorization(&saz.spec, ns, cluster)?;
-            }
-            "AuthorizationPolicy" => {
-                let ap: AuthorizationPolicy = parse(object)?;
-                authorization_policy(&ap.spec, ns)?;
-            }
-            "MeshTLSAuthentication" => {
-                let authn: MeshTLSAuthentication = parse(object)?;
-                mesh_tls_authentication(&authn.spec, ns, cluster)?;
-            }
-            "NetworkAuthentication" => {
-                let authn: NetworkAuthentication = parse(object)?;
-                network_authentication(&authn.spec)?;
-            }
-            "HTTPRoute" => {
-                let route: HTTPRoute = parse(object)?;
-                RouteBinding::from_resource(&route, ns)?;
-                policies::check_egress_parents(route.spec.parent_refs.as_deref())?;
-                route_timeouts::check(&route.spec)?;
-                // Routes on Services also go through the outbound conversion.
-                if has_service_parent(route.spec.parent_refs.as_deref()) {
-                    outbound_routes::http_route(
-                        &route.spec,
-                        &annotations(&route.metadata),
-                        None,
-                        ns,
-                        CLUSTER_DOMAIN,
-                    )?;
-                }
-            }
-            "HTTPLocalRateLimitPolicy" => policies::check_ratelimit(object)?,
-            "EgressNetwork" => policies::check_egress_network(object, cluster)?,
-            _ => return Err(Rejection::UnsupportedKind),
+            ServerSpec::from_resource(&srv, cluster)?;
+        } else if is("ServerAuthorization") {
+            let saz: ServerAuthorization = parse(object)?;
+            admit_no_clients(server_authorization(&saz.spec, ns, cluster))?;
+        } else if is("AuthorizationPolicy") {
+            let ap: AuthorizationPolicy = parse(object)?;
+            authorization_policy(&ap.spec, ns)?;
+        } else if is("MeshTLSAuthentication") {
+            let authn: MeshTLSAuthentication = parse(object)?;
+            admit_no_clients(mesh_tls_authentication(&authn.spec, ns, cluster))?;
+        } else if is("NetworkAuthentication") {
+            let authn: NetworkAuthentication = parse(object)?;
+            network_authentication(&authn.spec)?;
+        } else if is("HTTPRoute") {
+            let route: HTTPRoute = parse(object)?;
+            let parents = route.spec.parent_refs.as_deref();
+            route_rules::parents(parents)?;
+            route_rules::annotations(parents, &annotations(&route.metadata), false)?;
+            route_rules::policy_http_rules(route.spec.rules.as_deref())?;
+            route_timeouts::check(&route.spec)?;
+        } else if is("HTTPLocalRateLimitPolicy") {
+            policies::check_ratelimit(object)?;
+        } else if is("EgressNetwork") {
+            policies::check_egress_network(object, cluster)?;
+        } else {
+            return Err(Rejection::UnsupportedKind);
         }
         Ok(())
     }
 }
 
-/// Checks one Gateway API route of `kind` in `ns` with the index's own
-/// conversions: the inbound ones when a parent is a Server, the outbound
-/// ones always. `Ok(Some(warning))` admits an object that does not even
-/// parse, as the original does for the Gateway API kinds (the upstream
-/// CRD schema is the authority on their shape), telling the client why.
-pub fn check_gateway(
-    kind: &str,
-    ns: &str,
-    object: &serde_json::Value,
-) -> Result<Option<String>, Rejection> {
-    let backends = |rules: Vec<&Vec<HttpBackendRef>>| {
-        outbound_routes::check_backends(rules.into_iter().flatten())
+/// Checks one Gateway API route of `kind` in `ns` for what the original
+/// checks (`route_rules`). A route that does not parse (as the
+/// original's types read it) is admitted: `Ok(false)`, logged.
+pub fn check_gateway(kind: &str, ns: &str, object: &serde_json::Value) -> Result<bool, Rejection> {
+    let is = |k: &str| kind.eq_ignore_ascii_case(k);
+    let checked = if is("HTTPRoute") {
+        parse::<gateway::HTTPRoute>(object).map(|route| {
+            let parents = route.spec.parent_refs.as_deref();
+            route_rules::parents(parents)
+                .and_then(|()| {
+                    route_rules::annotations(parents, &annotations(&route.metadata), false)
+                })
+                .and_then(|()| route_rules::gateway_http_rules(route.spec.rules.as_deref()))
+        })
+    } else if is("GRPCRoute") {
+        parse::<gateway::GRPCRoute>(object).map(|route| {
+            let parents = route.spec.parent_refs.as_deref();
+            route_rules::parents(parents)
+                .and_then(|()| {
+                    route_rules::annotations(parents, &annotations(&route.metadata), true)
+                })
+                .and_then(|()| route_rules::grpc_rules(route.spec.rules.as_deref()))
+        })
+    } else if is("TLSRoute") {
+        parse::<gateway::TLSRoute>(object).map(|route| {
+            route_rules::parents(route.spec.parent_refs.as_deref())
+                .and_then(|()| route_rules::l4_rules("TLSRoute", route.spec.rules.as_deref()))
+        })
+    } else if is("TCPRoute") {
+        parse::<gateway::TCPRoute>(object).map(|route| {
+            route_rules::parents(route.spec.parent_refs.as_deref())
+                .and_then(|()| route_rules::l4_rules("TCPRoute", route.spec.rules.as_deref()))
+        })
+    } else {
+        return Err(Rejection::UnsupportedKind);
     };
-    let unparsed = |error: serde_json::Error| {
-        tracing::warn!(%ns, %kind, %error, "admitting a Gateway API route that does not parse");
-        Ok(Some(format!(
-            "failed to parse {kind} spec; admitting anyway: {error}"
-        )))
-    };
-    match kind {
-        "HTTPRoute" => {
-            let route = match parse::<gateway::HTTPRoute>(object) {
-                Ok(route) => route,
-                Err(error) => return unparsed(error),
-            };
-            if has_server_parent(route.spec.parent_refs.as_deref()) {
-                RouteBinding::from_gateway(&route, ns)?;
-            }
-            policies::check_egress_parents(route.spec.parent_refs.as_deref())?;
-            let annotations = annotations(&route.metadata);
-            outbound_routes::http_route(&route.spec, &annotations, None, ns, CLUSTER_DOMAIN)?;
-            backends(
-                route
-                    .spec
-                    .rules
-                    .iter()
-                    .flatten()
-                    .filter_map(|r| r.backend_refs.as_ref())
-                    .collect(),
-            )?;
+    match checked {
+        Ok(Ok(())) => Ok(true),
+        Ok(Err(Problem::Invalid(what))) => Err(Rejection::Route(Problem::Invalid(what))),
+        Ok(Err(Problem::Unparsed(error))) => {
+            tracing::warn!(%ns, %kind, %error, "failed to parse a Gateway API route; admitting anyway");
+            Ok(false)
         }
-        "GRPCRoute" => {
-            let route = match parse::<gateway::GRPCRoute>(object) {
-                Ok(route) => route,
-                Err(error) => return unparsed(error),
-            };
-            if has_server_parent(route.spec.parent_refs.as_deref()) {
-                GrpcRouteBinding::from_resource(&route, ns)?;
-            }
-            policies::check_egress_parents(route.spec.parent_refs.as_deref())?;
-            let annotations = annotations(&route.metadata);
-            outbound_routes::grpc_route(&route.spec, &annotations, None, ns, CLUSTER_DOMAIN)?;
-            backends(
-                route
-                    .spec
-                    .rules
-                    .iter()
-                    .flatten()
-                    .filter_map(|r| r.backend_refs.as_ref())
-                    .collect(),
-            )?;
+        Err(error) => {
+            tracing::warn!(%ns, %kind, %error, "failed to parse a Gateway API route; admitting anyway");
+            Ok(false)
         }
-        "TLSRoute" | "TCPRoute" => {
-            let parsed = if kind == "TLSRoute" {
-                parse::<gateway::TLSRoute>(object).map(|r| (r.spec.parent_refs, r.spec.rules))
-            } else {
-                parse::<gateway::TCPRoute>(object).map(|r| (r.spec.parent_refs, r.spec.rules))
-            };
-            let (parents, rules) = match parsed {
-                Ok(parsed) => parsed,
-                Err(error) => return unparsed(error),
-            };
-            policies::check_egress_parents(parents.as_deref())?;
-            outbound_routes::l4_route(kind, rules.as_deref(), ns, CLUSTER_DOMAIN)?;
-            backends(
-                rules
-                    .iter()
-                    .flatten()
-                    .filter_map(|r| r.backend_refs.as_ref())
-                    .collect(),
-            )?;
-        }
-        _ => return Err(Rejection::UnsupportedKind),
     }
-    Ok(None)
-}
-
-/// Conversions need a cluster domain for backend paths; admission only
-/// looks at whether they succeed.
-const CLUSTER_DOMAIN: &str = "cluster.local";
-
-fn has_server_parent(parents: Option<&[ParentRef]>) -> bool {
-    parents.into_iter().flatten().any(is_server_parent)
-}
-
-/// Whether a route has an outbound parent (a Service or an EgressNetwork).
-fn has_service_parent(parents: Option<&[ParentRef]>) -> bool {
-    parents.into_iter().flatten().any(|p| {
-        outbound_routes::is_service_ref(p.group.as_deref(), p.kind.as_deref())
-            || crate::index::outbound::egress::is_egress_network_ref(
-                p.group.as_deref(),
-                p.kind.as_deref(),
-            )
-    })
 }
 
 fn annotations(meta: &ObjectMeta) -> std::collections::BTreeMap<String, String> {
@@ -229,18 +194,17 @@ impl Validate for PolicyValidator {
         self.review(request).result
     }
 
-    /// Kinds this webhook does not handle are admitted with a warning
-    /// (`unsupported resource type: <group>.<version>.<kind>`, the
-    /// original's words), never denied: beside Linkerd's own webhook
-    /// configuration, a kind Meridian does not know yet must still apply.
+    /// Kinds this webhook does not handle are refused with the original's
+    /// message (`unsupported resource type: <group>.<version>.<kind>`),
+    /// groups compared case-insensitively as the original does.
     fn review(&self, request: &AdmissionRequest) -> Verdict {
-        let allow = |warnings| Verdict {
-            result: Ok(()),
-            warnings,
+        let answer = |result| Verdict {
+            result,
+            warnings: Vec::new(),
         };
         // DELETE and CONNECT carry no object: nothing to check.
         let Some(object) = &request.object else {
-            return allow(Vec::new());
+            return answer(Ok(()));
         };
         let kind = &request.kind.kind;
         let ns = request
@@ -262,28 +226,30 @@ impl Validate for PolicyValidator {
                     .and_then(|v| v.as_str())
             })
             .unwrap_or_default();
-        let verdict = if request.kind.group == k8s_api::policy::GROUP {
-            self.check(kind, ns, object).map(|()| None)
-        } else if request.kind.group == gateway::GROUP {
-            check_gateway(kind, ns, object)
+        let group = &request.kind.group;
+        let verdict = if group.eq_ignore_ascii_case(k8s_api::policy::GROUP) {
+            self.check(kind, ns, object)
+        } else if group.eq_ignore_ascii_case(gateway::GROUP) {
+            check_gateway(kind, ns, object).map(drop)
         } else {
             Err(Rejection::UnsupportedKind)
         };
         match verdict {
-            Ok(warning) => allow(warning.into_iter().collect()),
+            Ok(()) => answer(Ok(())),
             Err(Rejection::UnsupportedKind) => {
                 let k = &request.kind;
-                let warning = format!(
+                let message = format!(
                     "unsupported resource type: {}.{}.{}",
                     k.group, k.version, k.kind
                 );
-                tracing::info!(%ns, %name, %warning, "admitting a kind this webhook does not validate");
-                allow(vec![warning])
+                tracing::info!(%ns, %name, %message, "denied");
+                answer(Err(message))
             }
-            Err(rejection) => Verdict {
-                result: Err(format!("{kind} \"{ns}/{name}\" {}", message(&rejection))),
-                warnings: Vec::new(),
-            },
+            Err(rejection) => {
+                let message = format!("{kind} \"{ns}/{name}\" {}", message(&rejection));
+                tracing::info!(%message, "denied");
+                answer(Err(message))
+            }
         }
     }
 }
@@ -291,14 +257,18 @@ impl Validate for PolicyValidator {
 /// `is invalid: <what>` for rule violations, the rejection itself otherwise.
 fn message(rejection: &Rejection) -> String {
     match rejection {
-        Rejection::Invalid(_) | Rejection::AccessPolicy(_) | Rejection::Timeouts(_) => {
-            format!("is invalid: {rejection}")
-        }
-        Rejection::Parse(_) | Rejection::UnsupportedKind => rejection.to_string(),
+        Rejection::Invalid(_)
+        | Rejection::AccessPolicy(_)
+        | Rejection::Timeouts(_)
+        | Rejection::Route(Problem::Invalid(_)) => format!("is invalid: {rejection}"),
+        Rejection::Parse(_)
+        | Rejection::Route(Problem::Unparsed(_))
+        | Rejection::UnsupportedKind => rejection.to_string(),
     }
 }
 
 mod policies;
+mod route_rules;
 mod route_timeouts;
 #[cfg(test)]
 mod tests;

@@ -1,13 +1,13 @@
-//! Admission of HTTPLocalRateLimitPolicies and EgressNetworks, and of
-//! routes' EgressNetwork parents, with the conversions the indexes apply ([`crate::index::ratelimit`],
+//! Admission of HTTPLocalRateLimitPolicies and EgressNetworks, with the
+//! conversions the indexes apply ([`crate::index::ratelimit`],
 //! [`crate::index::outbound::egress`]).
 
-use k8s_api::policy::{EgressNetwork, HTTPLocalRateLimitPolicy, http_route::ParentRef};
+use k8s_api::policy::{EgressNetwork, HTTPLocalRateLimitPolicy};
 
 use super::{Rejection, parse};
 use crate::index::{
     ClusterInfo, InvalidResource,
-    outbound::egress::{self, egress_network_networks, is_egress_network_ref},
+    outbound::egress::{self, egress_network_networks},
     ratelimit,
 };
 
@@ -29,21 +29,5 @@ pub fn check_egress_network(
     let net: EgressNetwork = parse(object)?;
     egress_network_networks(&net.spec, &cluster.networks)?;
     egress::check_egress_network(&net.spec)?;
-    Ok(())
-}
-
-/// A route's EgressNetwork parents must name a port (the egress address's
-/// port selects the routes).
-pub fn check_egress_parents(parents: Option<&[ParentRef]>) -> Result<(), Rejection> {
-    let portless = parents.into_iter().flatten().any(|p| {
-        is_egress_network_ref(p.group.as_deref(), p.kind.as_deref())
-            && p.port.is_none_or(|p| p == 0)
-    });
-    if portless {
-        return Err(InvalidResource::Route(
-            "cannot target an EgressNetwork without specifying a port".to_string(),
-        )
-        .into());
-    }
     Ok(())
 }

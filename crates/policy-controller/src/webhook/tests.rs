@@ -135,8 +135,18 @@ fn server_authorizations() {
             json!({"unauthenticated": true, "networks": [{"cidr": "10.0.0.0/33"}]}),
             "is invalid: invalid network \"10.0.0.0/33\": expected a CIDR such as 10.0.0.0/8 or an IP address",
         ),
-        (json!({"meshTLS": {}}), "is invalid: authorizes no clients"),
     ];
+    // Authorizing no client is the index's concern (it ignores such an
+    // authorization), not admission's, as in the original.
+    for client in [
+        json!({"meshTLS": {}}),
+        json!({"networks": [{"cidr": "10.0.0.0/8"}]}),
+    ] {
+        accepts(
+            "ServerAuthorization",
+            json!({"server": {"name": "web"}, "client": client}),
+        );
+    }
     for (client, message) in cases {
         rejects(
             "ServerAuthorization",
@@ -287,8 +297,11 @@ fn mesh_tls_authentications() {
             json!({"identityRefs": [{"kind": "Namespace"}]}),
             "is invalid: a Namespace reference needs a name",
         ),
-        (json!({}), "is invalid: authorizes no clients"),
     ];
+    // Neither identities nor references (the CRD's schema refuses it
+    // first): admitted, as in the original.
+    accepts("MeshTLSAuthentication", json!({}));
+    accepts("MeshTLSAuthentication", json!({"identities": []}));
     for (spec, message) in cases {
         rejects("MeshTLSAuthentication", spec, message);
     }
@@ -351,13 +364,18 @@ fn http_routes() {
             json!([{"matches": [{"headers": [{"name": "x a", "value": "b"}]}]}]),
             "is invalid: invalid header name \"x a\"",
         ),
+        // The policy.linkerd.io HTTPRoute defines three filters.
         (
             json!([{"filters": [{"type": "RequestMirror"}]}]),
-            "is invalid: unsupported filter \"RequestMirror\"",
+            "could not be parsed: unknown filter type \"RequestMirror\" (expected RequestHeaderModifier, ResponseHeaderModifier or RequestRedirect)",
+        ),
+        (
+            json!([{"filters": [{"type": "RequestHeaderModifier"}]}]),
+            "could not be parsed: missing field `requestHeaderModifier`",
         ),
         (
             json!([{"filters": [{"type": "RequestRedirect", "requestRedirect": {"path": {"type": "ReplaceFullPath"}}}]}]),
-            "is invalid: ReplaceFullPath without replaceFullPath",
+            "is invalid: RequestRedirect filter must contain either replaceFullPath or replacePrefixMatch",
         ),
         (
             json!([{"filters": [{"type": "RequestRedirect", "requestRedirect": {"statusCode": 1000}}]}]),
@@ -384,21 +402,15 @@ fn http_routes() {
     for (rules, message) in cases {
         rejects("HTTPRoute", route(rules), message);
     }
-    for (parent, message) in [
-        (
-            json!({"group": "policy.linkerd.io", "kind": "Server", "name": "web", "namespace": "other"}),
-            "is invalid: a Server parent may not name a Server in another namespace",
-        ),
-        (
-            json!({"group": "policy.linkerd.io", "kind": "Server", "name": "web", "port": 80}),
-            "is invalid: a Server parent may not name a port",
-        ),
-        (
-            json!({"group": "policy.linkerd.io", "kind": "Server", "name": "web", "sectionName": "a"}),
-            "is invalid: a Server parent may not name a section name",
-        ),
+    // Server parents are not checked at admission (the index ignores a
+    // route whose Server parent is elsewhere or names a port or section,
+    // and the status writer says so).
+    for parent in [
+        json!({"group": "policy.linkerd.io", "kind": "Server", "name": "web", "namespace": "other"}),
+        json!({"group": "policy.linkerd.io", "kind": "Server", "name": "web", "port": 80}),
+        json!({"group": "policy.linkerd.io", "kind": "Server", "name": "web", "sectionName": "a"}),
     ] {
-        rejects("HTTPRoute", json!({"parentRefs": [parent]}), message);
+        accepts("HTTPRoute", json!({"parentRefs": [parent]}));
     }
 }
 
@@ -408,7 +420,7 @@ fn review(group: &str, kind: &str, spec: Value) -> admission::Verdict {
 
 #[test]
 fn other_kinds_and_deletes() {
-    // Never denied: admitted with the original's message as a warning.
+    // Denied with the original's message.
     for (group, kind) in [
         ("policy.linkerd.io", "Frobnicator"),
         ("gateway.networking.k8s.io", "Gateway"),
@@ -417,11 +429,21 @@ fn other_kinds_and_deletes() {
         assert_eq!(
             review(group, kind, json!({})),
             admission::Verdict {
-                result: Ok(()),
-                warnings: vec![format!("unsupported resource type: {group}.v1.{kind}")],
+                result: Err(format!("unsupported resource type: {group}.v1.{kind}")),
+                warnings: vec![],
             }
         );
     }
+    // Group and kind are compared case-insensitively, as the original does.
+    assert_eq!(
+        review(
+            "Policy.Linkerd.IO",
+            "server",
+            json!({"podSelector": {}, "port": 80})
+        )
+        .result,
+        Ok(())
+    );
     let mut delete = request("Server", json!({"port": "nope"}));
     delete.operation = "DELETE".into();
     delete.object = None;
@@ -453,14 +475,9 @@ fn outbound_routes() {
     accepts("HTTPRoute", ok);
     let cases = [
         (
-            route(json!([{"filters": [{"type": "URLRewrite", "urlRewrite": {}}]}])),
-            json!({}),
-            "is invalid: unsupported filter \"URLRewrite\"",
-        ),
-        (
             route(json!([{"backendRefs": [{"name": "api"}]}])),
             json!({}),
-            "is invalid: backend Service api needs a non-zero port",
+            "is invalid: invalid backendRef: cannot reference a Service without a port",
         ),
         (
             route(json!([{}])),
@@ -472,12 +489,31 @@ fn outbound_routes() {
             json!({"timeout.linkerd.io/request": "5"}),
             "is invalid: timeout.linkerd.io/request: \"5\" has no unit (ms, s, m, h or d)",
         ),
-        (
-            route(json!([{"timeouts": {"request": "1s", "backendRequest": "2s"}}])),
-            json!({}),
-            "is invalid: backendRequest timeout (2s) must not be greater than request timeout (1s)",
-        ),
     ];
+    // Filters the Gateway API allows are admitted whatever Meridian serves,
+    // and a Gateway API route's rule timeouts are the CRD's concern.
+    for rules in [
+        json!([{"filters": [{"type": "URLRewrite", "urlRewrite": {}}]}]),
+        json!([{"filters": [{"type": "RequestMirror", "requestMirror": {"backendRef": {"name": "web", "port": 80}}}]}]),
+        json!([{"timeouts": {"request": "1s", "backendRequest": "2s"}}]),
+        json!([{"backendRefs": [{"name": "api", "port": 80, "filters": [{"type": "RequestMirror"}]}]}]),
+    ] {
+        assert_eq!(
+            gateway_verdict("HTTPRoute", route(rules.clone()), json!({})),
+            Ok(()),
+            "{rules}"
+        );
+    }
+    // Annotations are read only when a parent is a Service or an
+    // EgressNetwork.
+    assert_eq!(
+        gateway_verdict(
+            "HTTPRoute",
+            json!({"parentRefs": [{"group": "policy.linkerd.io", "kind": "Server", "name": "web"}]}),
+            json!({"retry.linkerd.io/http": "7xx"})
+        ),
+        Ok(())
+    );
     for (spec, annotations, message) in cases {
         assert_eq!(
             gateway_verdict("HTTPRoute", spec.clone(), annotations),
@@ -525,75 +561,83 @@ fn outbound_routes() {
         ),
         Ok(())
     );
-    // Other Gateway API kinds are admitted (with a warning, see
-    // `other_kinds_and_deletes`).
-    assert_eq!(gateway_verdict("Gateway", json!({}), json!({})), Ok(()));
+    // The original does not look at an L4 route's backends.
+    assert_eq!(
+        gateway_verdict(
+            "TCPRoute",
+            json!({"parentRefs": [svc.clone()], "rules": [{"backendRefs": [{"name": "db"}]}]}),
+            json!({})
+        ),
+        Ok(())
+    );
+    // Other Gateway API kinds are refused (see `other_kinds_and_deletes`).
+    assert_eq!(
+        gateway_verdict("Gateway", json!({}), json!({})),
+        Err("unsupported resource type: gateway.networking.k8s.io.v1.Gateway".into())
+    );
 }
 
 #[test]
-fn inbound_gateway_routes_use_the_inbound_conversions() {
+fn gateway_routes_on_servers_are_admitted_whatever_the_inbound_index_serves() {
     let server = json!({"group": "policy.linkerd.io", "kind": "Server", "name": "web"});
     let http = |rules: Value| json!({"parentRefs": [server.clone()], "rules": rules});
+    for spec in [
+        http(json!([{"matches": [{"path": {"type": "Exact", "value": "/a"}}]}])),
+        http(json!([{"filters": [{"type": "URLRewrite", "urlRewrite": {}}]}])),
+        json!({"parentRefs": [{"group": "policy.linkerd.io", "kind": "Server", "name": "web", "port": 80}]}),
+        json!({"parentRefs": [{"group": "policy.linkerd.io", "kind": "Server", "name": "web", "namespace": "other"}]}),
+    ] {
+        assert_eq!(
+            gateway_verdict("HTTPRoute", spec.clone(), json!({})),
+            Ok(()),
+            "{spec}"
+        );
+        assert_eq!(
+            gateway_verdict("GRPCRoute", spec.clone(), json!({})),
+            Ok(()),
+            "{spec}"
+        );
+    }
     assert_eq!(
         gateway_verdict(
             "HTTPRoute",
-            http(json!([{"matches": [{"path": {"type": "Exact", "value": "/a"}}]}])),
+            http(json!([{"matches": [{"path": {"type": "Exact", "value": "a"}}]}])),
             json!({})
         ),
-        Ok(())
-    );
-    let with_port = json!({"parentRefs": [{"group": "policy.linkerd.io", "kind": "Server", "name": "web", "port": 80}]});
-    assert_eq!(
-        gateway_verdict("HTTPRoute", with_port, json!({})),
-        Err("HTTPRoute \"ns/obj\" is invalid: a Server parent may not name a port".into())
-    );
-    // URLRewrite is not a filter inbound proxies apply.
-    assert_eq!(
-        gateway_verdict(
-            "HTTPRoute",
-            http(json!([{"filters": [{"type": "URLRewrite", "urlRewrite": {}}]}])),
-            json!({})
-        ),
-        Err("HTTPRoute \"ns/obj\" is invalid: unsupported filter \"URLRewrite\"".into())
-    );
-    let grpc = |rules: Value| json!({"parentRefs": [server.clone()], "rules": rules});
-    assert_eq!(
-        gateway_verdict(
-            "GRPCRoute",
-            grpc(json!([{"matches": [{"method": {"service": "a.B", "method": "C"}}]}])),
-            json!({})
-        ),
-        Ok(())
+        Err("HTTPRoute \"ns/obj\" is invalid: path \"a\" is not absolute".into())
     );
     assert_eq!(
         gateway_verdict(
             "GRPCRoute",
-            grpc(json!([{"matches": [{"method": {"type": "RegularExpression", "service": "a.*"}}]}])),
+            http(json!([{"matches": [{"method": {"type": "RegularExpression", "service": "a.*"}}]}])),
             json!({})
         ),
         Err("GRPCRoute \"ns/obj\" is invalid: unsupported GRPCRoute method match type \"RegularExpression\"".into())
     );
-    let in_other_ns = json!({"parentRefs": [{"group": "policy.linkerd.io", "kind": "Server", "name": "web", "namespace": "other"}]});
-    assert_eq!(
-        gateway_verdict("GRPCRoute", in_other_ns, json!({})),
-        Err("GRPCRoute \"ns/obj\" is invalid: a Server parent may not name a Server in another namespace".into())
-    );
 }
 
 #[test]
-fn gateway_routes_that_do_not_parse_are_admitted_with_a_warning() {
-    let verdict = review(
-        "gateway.networking.k8s.io",
-        "GRPCRoute",
-        json!({"parentRefs": "not a list"}),
-    );
-    assert_eq!(verdict.result, Ok(()));
-    assert_eq!(verdict.warnings.len(), 1);
-    assert!(
-        verdict.warnings[0].starts_with("failed to parse GRPCRoute spec; admitting anyway: "),
-        "{:?}",
-        verdict.warnings
-    );
+fn gateway_routes_that_do_not_parse_are_admitted() {
+    for (kind, spec) in [
+        ("GRPCRoute", json!({"parentRefs": "not a list"})),
+        // An enum value the original's types do not know.
+        (
+            "HTTPRoute",
+            json!({"rules": [{"matches": [{"path": {"type": "Glob", "value": "a"}}]}]}),
+        ),
+        // TLSRoute and TCPRoute require `rules`.
+        ("TCPRoute", json!({})),
+    ] {
+        let verdict = review("gateway.networking.k8s.io", kind, spec);
+        assert_eq!(
+            verdict,
+            admission::Verdict {
+                result: Ok(()),
+                warnings: vec![]
+            },
+            "{kind}"
+        );
+    }
 }
 
 #[path = "policies_tests.rs"]

@@ -18,8 +18,8 @@ use tokio::io::AsyncRead;
 use tokio_util::codec::FramedRead as InnerFramedRead;
 use tokio_util::codec::{LengthDelimitedCodec, LengthDelimitedCodecError};
 
-/// The read buffer allocated when a read is attempted (tokio-util's
-/// default initial capacity).
+/// (Meridian's patch) The read buffer allocated when a read is attempted
+/// with `release_idle` (tokio-util's default initial capacity).
 const READ_CAPACITY: usize = 8 * 1024;
 
 // 16 MB "sane default" taken from golang http2
@@ -30,6 +30,10 @@ pub struct FramedRead<T> {
     inner: InnerFramedRead<T, LengthDelimitedCodec>,
 
     decoder: FrameDecoder,
+
+    /// (Meridian's patch) Free the read buffer while the connection waits
+    /// for data with nothing buffered.
+    release_idle: bool,
 }
 
 #[derive(Debug)]
@@ -65,7 +69,11 @@ enum Continuable {
 impl<T> FramedRead<T> {
     pub fn new(inner: InnerFramedRead<T, LengthDelimitedCodec>) -> FramedRead<T> {
         let decoder = FrameDecoder::new(inner.decoder().max_frame_length());
-        FramedRead { inner, decoder }
+        FramedRead {
+            inner,
+            decoder,
+            release_idle: false,
+        }
     }
 
     pub fn get_ref(&self) -> &T {
@@ -91,6 +99,16 @@ impl<T> FramedRead<T> {
         self.inner.decoder_mut().set_max_frame_length(val);
         // Update max CONTINUATION frames too, since its based on this
         self.decoder.set_max_frame_size(val);
+    }
+
+    /// (Meridian's patch) Frees the read buffer while the connection waits
+    /// for data with nothing buffered, and allocates it again for the next
+    /// read, instead of keeping it for the life of the connection.
+    pub fn set_release_idle(&mut self, enabled: bool) {
+        self.release_idle = enabled;
+        if enabled && self.inner.read_buffer().is_empty() {
+            *self.inner.read_buffer_mut() = BytesMut::new();
+        }
     }
 
     /// Update the max header list size setting.
@@ -425,16 +443,20 @@ where
         let _e = span.enter();
         loop {
             tracing::trace!("poll");
-            // (Meridian's patch: the read buffer is allocated only while a
-            // read is attempted and freed while the connection waits for
-            // data with nothing buffered, so an idle connection holds no
-            // read buffer.)
-            let buffer = self.inner.read_buffer_mut();
-            if buffer.capacity() == 0 {
-                buffer.reserve(READ_CAPACITY);
+            // (Meridian's patch: with `release_idle`, the read buffer is
+            // allocated only while a read is attempted and freed while the
+            // connection waits for data with nothing buffered, so an idle
+            // connection holds no read buffer. A partly received frame keeps
+            // its buffer.)
+            let release_idle = self.release_idle;
+            if release_idle {
+                let buffer = self.inner.read_buffer_mut();
+                if buffer.capacity() == 0 {
+                    buffer.reserve(READ_CAPACITY);
+                }
             }
             let polled = Pin::new(&mut self.inner).poll_next(cx);
-            if polled.is_pending() && self.inner.read_buffer().is_empty() {
+            if release_idle && polled.is_pending() && self.inner.read_buffer().is_empty() {
                 *self.inner.read_buffer_mut() = BytesMut::new();
             }
             let bytes = match ready!(polled) {

@@ -52,6 +52,10 @@ struct Encoder<B> {
 
     /// Min buffer required to attempt to write a frame
     min_buffer_capacity: usize,
+
+    /// (Meridian's patch) Free the write buffer once everything buffered
+    /// was written, and allocate it again for the next frame.
+    release_idle: bool,
 }
 
 #[derive(Debug)]
@@ -65,16 +69,17 @@ enum Next<B> {
 /// The minimum MAX_FRAME_SIZE is 16kb, so always be able to send a HEADERS
 /// frame that big.
 ///
-/// (Meridian's patch: the buffer is no longer allocated up front with this
-/// capacity and kept for the life of the connection. It is allocated when a
-/// frame is buffered, starting at `FIRST_ALLOCATION`, grows up to this bound
-/// as before, and is freed once everything buffered has been written, so an
-/// idle connection holds no write buffer.)
+/// (Meridian's patch: with `release_idle` (the builders'
+/// `release_idle_buffers` option) the buffer is not allocated up front with
+/// this capacity and kept for the life of the connection. It is allocated
+/// when a frame is buffered, starting at `FIRST_ALLOCATION`, grows up to
+/// this bound as before, and is freed once everything buffered has been
+/// written, so an idle connection holds no write buffer.)
 const DEFAULT_BUFFER_CAPACITY: usize = 16 * 1_024;
 
-/// The first allocation of the write buffer after it was freed: room for a
-/// few HEADERS and small DATA frames, the common burst of a control-plane
-/// connection; larger bursts grow it.
+/// The first allocation of the write buffer after it was freed (with
+/// `release_idle`): room for a few HEADERS and small DATA frames, the
+/// common burst of a control-plane connection; larger bursts grow it.
 const FIRST_ALLOCATION: usize = 1_024;
 
 /// Chain payloads bigger than this when vectored I/O is enabled. The remote
@@ -104,12 +109,13 @@ where
             final_flush_done: false,
             encoder: Encoder {
                 hpack: hpack::Encoder::default(),
-                buf: Cursor::new(BytesMut::new()),
+                buf: Cursor::new(BytesMut::with_capacity(DEFAULT_BUFFER_CAPACITY)),
                 next: None,
                 last_data_frame: None,
                 max_frame_size: frame::DEFAULT_MAX_FRAME_SIZE,
                 chain_threshold,
                 min_buffer_capacity: chain_threshold + frame::HEADER_LEN,
+                release_idle: false,
             },
         }
     }
@@ -208,10 +214,14 @@ where
     B: Buf,
 {
     fn unset_frame(&mut self) -> ControlFlow {
-        // Clear internal buffer; free it once everything was written (see
-        // `DEFAULT_BUFFER_CAPACITY`).
+        // Clear internal buffer; with `release_idle`, free it once everything
+        // was written (see `DEFAULT_BUFFER_CAPACITY`).
         self.buf.set_position(0);
-        *self.buf.get_mut() = BytesMut::new();
+        if self.release_idle {
+            *self.buf.get_mut() = BytesMut::new();
+        } else {
+            self.buf.get_mut().clear();
+        }
 
         // The data frame has been written, so unset it
         match self.next.take() {
@@ -240,6 +250,8 @@ where
 
         tracing::debug!(frame = ?item, "send");
 
+        // (Meridian's patch: with `release_idle`, the buffer freed after the
+        // last write is allocated again.)
         if self.buf.get_ref().capacity() == 0 {
             self.buf.get_mut().reserve(FIRST_ALLOCATION);
         }
@@ -323,10 +335,14 @@ where
     }
 
     fn has_capacity(&self) -> bool {
-        // Against the bound, not the allocation, which grows on demand.
-        self.next.is_none()
-            && (DEFAULT_BUFFER_CAPACITY.saturating_sub(self.buf.get_ref().len())
-                >= self.min_buffer_capacity)
+        // (Meridian's patch) With `release_idle`, against the bound, not the
+        // allocation, which grows on demand; without it, as in the release.
+        let room = if self.release_idle {
+            DEFAULT_BUFFER_CAPACITY.saturating_sub(self.buf.get_ref().len())
+        } else {
+            self.buf.get_ref().capacity() - self.buf.get_ref().len()
+        };
+        self.next.is_none() && room >= self.min_buffer_capacity
     }
 
     fn is_empty(&self) -> bool {
@@ -344,6 +360,16 @@ impl<B> Encoder<B> {
 }
 
 impl<T, B> FramedWrite<T, B> {
+    /// (Meridian's patch) Frees the write buffer whenever everything it held
+    /// was written (and now, if it is empty), instead of keeping
+    /// `DEFAULT_BUFFER_CAPACITY` for the life of the connection.
+    pub fn set_release_idle(&mut self, enabled: bool) {
+        self.encoder.release_idle = enabled;
+        if enabled && !self.encoder.buf.has_remaining() && self.encoder.next.is_none() {
+            self.encoder.buf = Cursor::new(BytesMut::new());
+        }
+    }
+
     /// Returns the max frame size that can be sent
     pub fn max_frame_size(&self) -> usize {
         self.encoder.max_frame_size()

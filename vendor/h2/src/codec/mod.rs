@@ -2,6 +2,10 @@ mod error;
 mod framed_read;
 mod framed_write;
 
+// (Meridian's patch)
+#[cfg(test)]
+mod chaos_tests;
+
 pub use self::error::{SendError, UserError};
 
 use self::framed_read::FramedRead;
@@ -98,6 +102,15 @@ impl<T, B> Codec<T, B> {
     /// Set the decoder header table size size.
     pub fn set_recv_header_table_size(&mut self, val: usize) {
         self.inner.set_header_table_size(val)
+    }
+
+    /// (Meridian's patch) Frees the read and write buffers whenever they
+    /// are empty, and allocates them again when data moves, instead of
+    /// keeping both for the life of the connection (see the builders'
+    /// `release_idle_buffers`).
+    pub fn set_release_idle_buffers(&mut self, enabled: bool) {
+        self.inner.set_release_idle(enabled);
+        self.framed_write().set_release_idle(enabled);
     }
 
     /// Set the max header list size that can be received.

@@ -57,6 +57,24 @@ fn publishes_changes_to_subscribed_targets_only() {
         [Some("abc".to_string())]
     );
 
+    // A status update of what no answer reads (a container's readiness:
+    // the slice says that), or a label no answer reads, publishes nothing:
+    // the facts the index keeps of the pod are the same.
+    let mut ready_again = pod("web-0", "10.0.0.1");
+    ready_again.metadata.labels = Some(
+        [
+            ("app".to_string(), "web".to_string()),
+            ("pod-template-hash".to_string(), "abc".to_string()),
+            ("version".to_string(), "2".to_string()),
+        ]
+        .into(),
+    );
+    if let Some(status) = ready_again.status.as_mut() {
+        status.conditions = Some(vec![obj(json!({"type": "Ready", "status": "False"}))]);
+    }
+    idx.apply(ready_again);
+    assert_eq!(changed(&mut rx), None);
+
     delete::<Service>(&mut idx, "web");
     assert_eq!(changed(&mut rx), Some(missing()));
 }

@@ -79,10 +79,18 @@ fn a_replica_set_owned_by_a_deployment_labels_its_pods_with_the_deployment() {
     ));
     assert_eq!(changed(&mut rx), None);
 
-    // A deleted parent keeps its pods' labels until the pods change.
+    // A deleted parent keeps its pods' labels until the pods change: the
+    // same pod again is no change (nothing the index keeps of it differs);
+    // a change to what it keeps (here its ServiceAccount) is.
     delete::<PartialObjectMeta<ReplicaSet>>(&mut idx, "web-abc");
     assert_eq!(changed(&mut rx), None);
     idx.apply(owned_pod("web-0", "10.0.0.1", "ReplicaSet", "web-abc"));
+    assert_eq!(changed(&mut rx), None);
+    let mut edited = owned_pod("web-0", "10.0.0.1", "ReplicaSet", "web-abc");
+    if let Some(spec) = edited.spec.as_mut() {
+        spec.service_account_name = Some("web".into());
+    }
+    idx.apply(edited);
     assert_eq!(
         changed(&mut rx),
         Some(exists(vec![owned(

@@ -326,14 +326,6 @@ pub fn load_biaser(annotations: &Annotations) -> Result<Option<LoadBiaser>, Inva
     }))
 }
 
-/// Checks every timeout and retry annotation (for admission).
-pub fn check_timeouts_and_retries(annotations: &Annotations) -> Result<(), InvalidAnnotation> {
-    timeouts(annotations)?;
-    http_retry(annotations)?;
-    grpc_retry(annotations)?;
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

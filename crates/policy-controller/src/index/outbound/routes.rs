@@ -4,8 +4,8 @@
 //! itself (matches and filters through the same conversions as inbound
 //! routes, plus backends, timeouts and retries). Policy HTTPRoutes,
 //! Gateway HTTPRoutes and GRPCRoutes are all converted here; the
-//! conversions are public so the admission webhook refuses exactly what
-//! the index would ignore.
+//! conversions are public so the status writer can say why the index
+//! ignores a route (admission checks only what the original checks).
 
 use std::{collections::BTreeSet, num::NonZeroU16, time::Duration, time::SystemTime};
 
@@ -571,24 +571,4 @@ fn backend(
         filters,
         exists: false,
     })
-}
-
-/// What admission refuses in a route's backends although the index would
-/// turn them into failing backends: a Service backend without a port.
-pub fn check_backends<'a>(
-    backends: impl IntoIterator<Item = &'a HttpBackendRef>,
-) -> Result<(), InvalidResource> {
-    for b in backends {
-        let service = is_service_ref(
-            b.group.as_deref(),
-            Some(b.kind.as_deref().unwrap_or("Service")),
-        );
-        if service && b.port.is_none_or(|p| p == 0) {
-            return Err(invalid(format!(
-                "backend Service {} needs a non-zero port",
-                b.name
-            )));
-        }
-    }
-    Ok(())
 }

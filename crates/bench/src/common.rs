@@ -519,13 +519,21 @@ pub struct PerfRecord(Option<std::process::Child>);
 impl PerfRecord {
     /// Starts `perf record -g -p pid -o dir/name.data` if `dir` is given.
     pub fn start(dir: Option<&std::path::Path>, name: &str, pid: u32) -> Self {
+        Self::start_with(dir, name, pid, &["-F", "1999", "-g"])
+    }
+
+    /// Starts `perf record <how> -p pid -o dir/name.data` if `dir` is
+    /// given (`how`: the event, frequency and call-graph flags).
+    pub fn start_with(dir: Option<&std::path::Path>, name: &str, pid: u32, how: &[&str]) -> Self {
         let Some(dir) = dir else {
             return Self(None);
         };
         let _ = std::fs::create_dir_all(dir);
         let out = dir.join(format!("{name}.data"));
         let child = std::process::Command::new("perf")
-            .args(["record", "-F", "1999", "-g", "-p", &pid.to_string(), "-o"])
+            .arg("record")
+            .args(how)
+            .args(["-p", &pid.to_string(), "-o"])
             .arg(&out)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())

@@ -15,7 +15,6 @@
 
 mod fixtures;
 mod measure;
-mod perf;
 mod streams;
 
 use std::{path::PathBuf, time::Duration};

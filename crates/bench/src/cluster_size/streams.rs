@@ -33,7 +33,7 @@ use tokio::sync::mpsc;
 
 use super::fixtures::{self, Fixtures};
 use crate::{
-    common::{ConnectionMemory, CpuMark, FanOut, observe_versions, wait_count},
+    common::{ConnectionMemory, CpuMark, FanOut, PerfRecord, observe_versions, wait_count},
     destination::{GET_PATH, NS, request_frame},
     proxy_client::{self, Conn, Messages},
     stats::{Rss, rss},
@@ -44,6 +44,18 @@ const PROFILE_PATH: &str = "/io.linkerd.proxy.destination.Destination/GetProfile
 const HOT: usize = 2;
 /// Warm streams per connection.
 const WARM_PER_CONNECTION: usize = 50;
+/// How `--perf-dir` records the destination during the endpoint changes:
+/// `cpu-clock` samples (this VM has no hardware counters) with DWARF call
+/// graphs (release builds keep line tables but no frame pointers, so `-g`
+/// alone would cut the stacks short).
+const PERF_HOW: &[&str] = &[
+    "-e",
+    "cpu-clock",
+    "-F",
+    "999",
+    "--call-graph",
+    "dwarf,16384",
+];
 
 /// How the streams ended, counted as they go.
 #[derive(Default)]
@@ -202,7 +214,7 @@ pub async fn run(
         .collect();
     let mut fan_out = FanOut::default();
     let mut change_errors = 0;
-    let recorder = perf.map(|(dir, label)| super::perf::Recorder::start(dir, label, pid));
+    let recorder = perf.map(|(dir, label)| PerfRecord::start_with(Some(dir), label, pid, PERF_HOW));
     let during = CpuMark::now(pid);
     for k in 0..changes {
         let i = hot_slices[k % hot_slices.len()];

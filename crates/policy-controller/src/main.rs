@@ -24,8 +24,9 @@ async fn main() -> anyhow::Result<()> {
 }
 
 /// Starts jemalloc's background thread, which returns freed pages to the
-/// system `dirty_decay_ms` (10 s) after they were freed, also while the
-/// process is idle. Without it jemalloc purges only when the process
+/// system after its decay time (`dirty_decay_ms`, 10 s, on the thread's
+/// own schedule: measured resident 10 s after Ready, returned by 30 s),
+/// also while the process is idle. Without it jemalloc purges only when the process
 /// allocates again, so the memory of the initial lists (the API's pages,
 /// decoded, then dropped) stayed resident in a quiet controller: most of
 /// its memory per pod of the cluster (issue 21; `cargo xtask bench

@@ -10,10 +10,16 @@ use std::{
 
 use anyhow::bail;
 
+/// Waits until `counter` reaches `want` (streams that received their
+/// snapshot); after 300 s prints why streams and connections ended so far
+/// and fails.
 pub async fn wait_count(counter: &AtomicUsize, want: usize) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(300);
     while counter.load(Ordering::Relaxed) < want {
         if Instant::now() > deadline {
+            // Why the others ended, if they did, before giving up: a stream
+            // that never got its snapshot is not hidden behind the error.
+            crate::ends::report();
             bail!(
                 "only {}/{want} streams received their snapshot",
                 counter.load(Ordering::Relaxed)

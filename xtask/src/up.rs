@@ -68,13 +68,13 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
             path: cluster.binaries().kubectl(),
             kubeconfig: cluster.kubeconfig_path().to_path_buf(),
         };
-        kubectl.run(
-            &[
-                "apply",
-                "-f",
-                &path_str(&workspace_root().join("deploy/crds")),
-            ],
-            None,
+        // Established and listed by discovery before anything is applied
+        // (a ServiceProfile applied at once would otherwise fail with "no
+        // matches for kind").
+        local_cluster::kubectl::install_crds(
+            &kubectl.path,
+            &kubectl.kubeconfig,
+            &workspace_root().join("deploy/crds"),
         )?;
         kubectl.run(&["create", "namespace", "linkerd"], None)?;
 

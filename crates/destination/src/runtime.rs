@@ -78,6 +78,14 @@ pub struct Args {
     #[arg(long, action = ArgAction::Set, default_value_t = true)]
     pub enable_endpoint_slices: bool,
 
+    /// Do not run the EndpointSlice writer for Services selecting
+    /// ExternalWorkloads, nor take its Lease: this destination writes
+    /// nothing to the cluster. A Meridian flag, for a shadow deployment
+    /// that answers beside the serving control plane without acting on the
+    /// cluster (`deploy/shadow`); the serving replicas keep writing.
+    #[arg(long)]
+    pub endpoint_slice_writer_disabled: bool,
+
     /// Export the EndpointSlice writer's `workqueue_*` metrics.
     #[arg(long, action = ArgAction::Set, default_value_t = true)]
     pub export_queue_metrics: bool,
@@ -250,8 +258,16 @@ pub const ENDPOINTS_UNSUPPORTED: &str = "-enable-endpoint-slices=false (the Link
     EndpointSlices. Set `enableEndpointSlices: true` (the chart's default) to run Meridian";
 
 /// The EndpointSlice writer and its Lease claimant (`HOSTNAME`, the pod
-/// name), if `HOSTNAME` is set.
+/// name), if `HOSTNAME` is set and the writer is not disabled.
 fn slice_writer(args: &Args, registry: &mut Registry) -> Option<(SliceWriter, String)> {
+    if args.endpoint_slice_writer_disabled {
+        tracing::info!(
+            "--endpoint-slice-writer-disabled: not running the ExternalWorkload EndpointSlice \
+             writer nor taking the {} Lease",
+            external_workloads::LEASE_NAME
+        );
+        return None;
+    }
     let Some(claimant) = std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()) else {
         tracing::error!(
             "HOSTNAME is not set: not running the ExternalWorkload EndpointSlice writer \
@@ -572,6 +588,18 @@ mod tests {
         assert_eq!(normalised.ignored.len(), 1);
         // The chart's list, as unit-tested above, is what deploy/ runs.
         assert_eq!(line, CHART_ARGS[..CHART_ARGS.len() - 1]);
+    }
+
+    /// The shadow's flag (`deploy/shadow`), after the chart's Go-style ones.
+    #[test]
+    fn the_shadow_disables_the_slice_writer() {
+        let line: Vec<&str> = CHART_ARGS
+            .iter()
+            .copied()
+            .chain(["--endpoint-slice-writer-disabled"])
+            .collect();
+        assert!(parse(&line).endpoint_slice_writer_disabled);
+        assert!(!parse(CHART_ARGS).endpoint_slice_writer_disabled);
     }
 
     #[test]

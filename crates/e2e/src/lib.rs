@@ -119,6 +119,15 @@ impl Cluster {
         out
     }
 
+    /// The label that makes a pod count as meshed by this control plane
+    /// (what the proxy injector sets), for [`http_workload`].
+    pub fn meshed_label(&self) -> [(&str, &str); 1] {
+        [(
+            "linkerd.io/control-plane-ns",
+            self.control_plane_ns.as_str(),
+        )]
+    }
+
     /// A fresh namespace for one test, deleted when the value drops.
     pub async fn namespace(&self, prefix: &str) -> TestNamespace {
         let n = NS_COUNTER.fetch_add(1, Ordering::Relaxed);

@@ -264,10 +264,7 @@ async fn webhooks_refuse_invalid_objects_through_their_services() {
 async fn inbound_policy_for_a_real_pod() {
     let cluster = Cluster::from_env().await;
     let ns = cluster.namespace("e2e-inbound").await;
-    let meshed = [(
-        "linkerd.io/control-plane-ns",
-        cluster.control_plane_ns.as_str(),
-    )];
+    let meshed = cluster.meshed_label();
     cluster.run_http_workload(&ns.name, "api", 1, &meshed).await;
     let pod = cluster.pod_names(&ns.name, "api").await.remove(0);
 
@@ -500,4 +497,137 @@ async fn explain_reaches_the_pod_through_port_forwards() {
         "{stdout}"
     );
     assert_eq!(output.status.code(), Some(1), "{stdout}");
+}
+
+/// Server, authorization and route of the shadow test's workload (served
+/// once the serving pod has accepted the route, by both).
+const SHADOW_POLICY: &str = "apiVersion: policy.linkerd.io/v1beta3
+kind: Server
+metadata:
+  name: web-http
+spec:
+  podSelector:
+    matchLabels: {app: web}
+  port: http
+  proxyProtocol: HTTP/1
+---
+apiVersion: policy.linkerd.io/v1alpha1
+kind: NetworkAuthentication
+metadata:
+  name: pods
+spec:
+  networks: [{cidr: 10.244.0.0/16}]
+---
+apiVersion: policy.linkerd.io/v1alpha1
+kind: AuthorizationPolicy
+metadata:
+  name: web-pods
+spec:
+  targetRef: {group: policy.linkerd.io, kind: Server, name: web-http}
+  requiredAuthenticationRefs:
+    - {group: policy.linkerd.io, kind: NetworkAuthentication, name: pods}
+---
+apiVersion: policy.linkerd.io/v1beta3
+kind: HTTPRoute
+metadata:
+  name: web-api
+spec:
+  parentRefs: [{group: policy.linkerd.io, kind: Server, name: web-http}]
+  rules:
+    - matches: [{path: {type: PathPrefix, value: /api}}]
+";
+
+/// `deploy/shadow` beside the Meridian pod: its pod becomes Ready by its
+/// real probes, and `meridian-cli compare --port-forward` between the two
+/// Deployments (each reached through the API server) finds every answer
+/// equal over real workloads (meshed-labelled Deployments, a
+/// ServiceProfile, a Server with an authorization and a route). The shadow
+/// is removed afterwards.
+#[tokio::test]
+#[ignore = "needs a cluster running the Meridian pod: run `cargo xtask e2e`"]
+async fn the_shadow_beside_the_pod_compares_clean() {
+    let cluster = Cluster::from_env().await;
+    let ns = cluster.namespace("e2e-shadow").await;
+    let meshed = cluster.meshed_label();
+    for (app, replicas) in [("web", 2), ("client", 1)] {
+        cluster.kubectl_ok(
+            &["apply", "-f", "-"],
+            Some(&http_workload(&cluster, &ns.name, app, replicas, &meshed)),
+        );
+    }
+    cluster.kubectl_ok(&["apply", "-n", &ns.name, "-f", "-"], Some(SHADOW_POLICY));
+    let profile = format!(
+        "apiVersion: linkerd.io/v1alpha2\nkind: ServiceProfile\nmetadata:\n  name: web.{ns}.svc.cluster.local\n  namespace: {ns}\nspec:\n  routes:\n    - name: GET /books\n      condition: {{method: GET, pathRegex: /books}}\n      isRetryable: true\n",
+        ns = ns.name
+    );
+    cluster.kubectl_ok(&["apply", "-f", "-"], Some(&profile));
+    cluster.wait_deployment_ready(&ns.name, "web").await;
+    cluster.wait_deployment_ready(&ns.name, "client").await;
+    wait_ready_count(&cluster, &ns.name, "web", 2).await;
+
+    // The shadow, with the image the Meridian pod runs (a registry's, on
+    // a remote cluster).
+    let rendered = cluster.kubectl_ok(&["kustomize", "deploy/shadow"], None);
+    let image = cluster.kubectl_ok(
+        &[
+            "get",
+            "deploy",
+            "-n",
+            &cluster.control_plane_ns,
+            meridian_e2e::DESTINATION_DEPLOYMENT,
+            "-o",
+            "jsonpath={.spec.template.spec.containers[0].image}",
+        ],
+        None,
+    );
+    let shadow = rendered.replace(
+        "image: meridian/controller:dev",
+        &format!("image: {}", image.trim()),
+    );
+    cluster.kubectl_ok(&["apply", "--server-side", "-f", "-"], Some(&shadow));
+    cluster
+        .wait_deployment_ready("meridian-shadow", "meridian-shadow")
+        .await;
+    println!(
+        "{}",
+        cluster.kubectl_ok(
+            &["get", "pods", "-n", "meridian-shadow", "-o", "wide"],
+            None
+        )
+    );
+
+    let cli = std::env::var_os("MERIDIAN_E2E_CLI")
+        .expect("MERIDIAN_E2E_CLI is not set: run this suite with `cargo xtask e2e`");
+    let serving = format!(
+        "{}/{}",
+        cluster.control_plane_ns,
+        meridian_e2e::DESTINATION_DEPLOYMENT
+    );
+    let output = tokio::process::Command::new(&cli)
+        .env("KUBECONFIG", &cluster.kubeconfig)
+        .args(["compare", "--port-forward", "--a", &serving])
+        .args(["--b", "meridian-shadow/meridian-shadow", "-n", &ns.name])
+        .output()
+        .await
+        .expect("running meridian-cli compare");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    eprintln!("{stderr}{stdout}");
+    let deleted = cluster.kubectl(&["delete", "--wait=false", "-f", "-"], Some(&shadow));
+    assert!(deleted.0, "deleting the shadow: {}", deleted.1);
+    assert!(
+        stdout.contains("(port-forwarded to pod meridian-shadow/meridian-shadow-"),
+        "{stdout}"
+    );
+    // 3 pods × (8080 + 4191), 2 Services × 4 questions.
+    let total = stdout
+        .lines()
+        .find(|l| l.starts_with("total "))
+        .map(|l| l.split_whitespace().skip(1).collect::<Vec<_>>());
+    assert_eq!(
+        total,
+        Some(vec!["14", "14", "0", "0", "0", "0"]),
+        "{stdout}"
+    );
+    assert_eq!(output.status.code(), Some(0), "{stderr}{stdout}");
 }

@@ -50,6 +50,15 @@ pub struct Args {
     #[arg(long)]
     pub admission_controller_disabled: bool,
 
+    /// Do not write the status of routes, rate limit policies and
+    /// EgressNetworks, nor take the status writer's Lease: this controller
+    /// writes nothing to the cluster. A Meridian flag, for a shadow
+    /// deployment that answers beside the serving control plane without
+    /// acting on the cluster (`deploy/shadow`); the serving replicas keep
+    /// writing.
+    #[arg(long)]
+    pub status_writer_disabled: bool,
+
     /// Networks of the cluster's pods and nodes (comma-separated CIDRs).
     #[arg(
         long,
@@ -138,6 +147,23 @@ mod tests {
         assert_eq!(args.default_policy, DefaultPolicy::ClusterAuthenticated);
         assert_eq!(args.probe_networks.len(), 2);
         assert!(Args::try_parse_from(["policy-controller", "--default-policy=nope"]).is_err());
+    }
+
+    /// The shadow's flags (`deploy/shadow`).
+    #[test]
+    fn the_shadow_writes_no_status() {
+        let mut line = test_support::deploy::destination_pod_command("policy");
+        assert!(
+            !Args::try_parse_from(&line)
+                .expect("parse")
+                .status_writer_disabled
+        );
+        line.extend([
+            "--admission-controller-disabled".into(),
+            "--status-writer-disabled".into(),
+        ]);
+        let args = Args::try_parse_from(&line).unwrap_or_else(|e| panic!("{line:?}: {e}"));
+        assert!(args.status_writer_disabled && args.admission_controller_disabled);
     }
 
     #[test]

@@ -163,38 +163,48 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     // The gRPC APIs answer nothing before every cache has synced once.
     let synced = meridian_runtime::readiness::initial_sync(caches);
 
-    // The status writer: only the Lease holder writes.
-    let claimant = std::env::var("HOSTNAME")
-        .ok()
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(generated_claimant);
-    let patch_timeout = Duration::from_millis(args.patch_timeout_ms);
-    let (leader_tx, leader_rx) = tokio::sync::watch::channel(false);
-    let lease_params = lease::params(&args.control_plane_namespace, &claimant, patch_timeout);
-    // The election stops (and releases the Lease) only once the writer
-    // stopped: no patch of ours is in flight when another replica takes over.
-    let (stop_lease, lease_shutdown) = Shutdown::new();
-    let elector = tokio::spawn(lease::run(
-        client.clone(),
-        lease_params,
-        leader_tx,
-        lease_shutdown,
-    ));
-    let writer = StatusWriter {
-        client: client.clone(),
-        index: status_index,
-        leader: leader_rx,
-        synced: status_synced,
-        gateway: active,
-        patch_timeout,
-        metrics: status_metrics,
+    // The status writer: only the Lease holder writes (and none with
+    // --status-writer-disabled, a shadow's flag).
+    let writer_task = if args.status_writer_disabled {
+        tracing::info!(
+            "--status-writer-disabled: writing no status and taking no {} Lease",
+            lease::LEASE_NAME
+        );
+        None
+    } else {
+        let claimant = std::env::var("HOSTNAME")
+            .ok()
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(generated_claimant);
+        let patch_timeout = Duration::from_millis(args.patch_timeout_ms);
+        let (leader_tx, leader_rx) = tokio::sync::watch::channel(false);
+        let lease_params = lease::params(&args.control_plane_namespace, &claimant, patch_timeout);
+        // The election stops (and releases the Lease) only once the writer
+        // stopped: no patch of ours is in flight when another replica
+        // takes over.
+        let (stop_lease, lease_shutdown) = Shutdown::new();
+        let elector = tokio::spawn(lease::run(
+            client.clone(),
+            lease_params,
+            leader_tx,
+            lease_shutdown,
+        ));
+        let writer = StatusWriter {
+            client: client.clone(),
+            index: status_index,
+            leader: leader_rx,
+            synced: status_synced,
+            gateway: active,
+            patch_timeout,
+            metrics: status_metrics,
+        };
+        let writer_shutdown = shutdown.clone();
+        Some(tokio::spawn(async move {
+            writer.run(writer_shutdown).await;
+            stop_lease.trigger();
+            let _ = elector.await;
+        }))
     };
-    let writer_shutdown = shutdown.clone();
-    let writer_task = tokio::spawn(async move {
-        writer.run(writer_shutdown).await;
-        stop_lease.trigger();
-        let _ = elector.await;
-    });
 
     let grpc_listener = tokio::net::TcpListener::bind(args.grpc_addr)
         .await
@@ -277,9 +287,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     tokio::try_join!(grpc, admin, webhook)?;
     // The writer finishes its current patch, then the Lease is released so
     // another replica takes over at once.
-    if tokio::time::timeout(WRITER_STOP_GRACE, writer_task)
-        .await
-        .is_err()
+    if let Some(task) = writer_task
+        && tokio::time::timeout(WRITER_STOP_GRACE, task).await.is_err()
     {
         tracing::warn!("the status writer did not stop in time");
     }

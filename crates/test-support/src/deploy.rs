@@ -9,20 +9,25 @@ pub fn deploy_dir() -> PathBuf {
 }
 
 /// `command` followed by `args` of a container of the linkerd-destination
-/// Deployment in `deploy/base/destination.yaml`, as the kubelet passes
+/// Deployment in `deploy/base/pod/destination.yaml`, as the kubelet passes
 /// them to the image (an empty command: `args[0]` is the program).
 pub fn destination_pod_command(container: &str) -> Vec<String> {
-    let path = deploy_dir().join("base/destination.yaml");
+    let path = deploy_dir().join("base/pod/destination.yaml");
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
     let deployment: serde_json::Value =
         serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()));
+    container_command(&deployment, container, &path.display().to_string())
+}
+
+/// `command` followed by `args` of `container` in a Deployment.
+fn container_command(deployment: &serde_json::Value, container: &str, from: &str) -> Vec<String> {
     let found = deployment["spec"]["template"]["spec"]["containers"]
         .as_array()
         .into_iter()
         .flatten()
         .find(|c| c["name"] == container)
-        .unwrap_or_else(|| panic!("no container {container} in {}", path.display()));
+        .unwrap_or_else(|| panic!("no container {container} in {from}"));
     ["command", "args"]
         .iter()
         .flat_map(|field| found[*field].as_array().cloned().unwrap_or_default())
@@ -36,6 +41,41 @@ impl crate::SharedCluster {
     pub fn install_deploy_rbac(&self) {
         for file in ["namespace.yaml", "rbac.yaml"] {
             let path = deploy_dir().join("base").join(file);
+            let (ok, out) = self.kubectl(&["apply", "-f", &path.display().to_string()], None);
+            assert!(ok, "applying {}: {out}", path.display());
+        }
+    }
+
+    /// `command` followed by `args` of a container of the shadow's
+    /// Deployment, as `kubectl kustomize deploy/shadow` renders it.
+    pub fn shadow_pod_command(&self, container: &str) -> Vec<String> {
+        let out = std::process::Command::new(self.kubectl_path())
+            .arg("kustomize")
+            .arg(deploy_dir().join("shadow"))
+            .output()
+            .expect("running kubectl kustomize deploy/shadow");
+        assert!(
+            out.status.success(),
+            "kubectl kustomize deploy/shadow: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let yaml = String::from_utf8_lossy(&out.stdout);
+        let deployment = serde_yaml::Deserializer::from_str(&yaml)
+            .map(|doc| {
+                <serde_json::Value as serde::Deserialize>::deserialize(doc).expect("rendered YAML")
+            })
+            .find(|o| o["kind"] == "Deployment")
+            .expect("the shadow's Deployment");
+        container_command(&deployment, container, "deploy/shadow")
+    }
+
+    /// Applies the namespace and read-only RBAC of `deploy/shadow/` for
+    /// real (the ServiceAccount `meridian-shadow` in `meridian-shadow`),
+    /// after `deploy/base/`'s (its Role lives in `linkerd`).
+    pub fn install_shadow_rbac(&self) {
+        self.install_deploy_rbac();
+        for file in ["namespace.yaml", "rbac.yaml"] {
+            let path = deploy_dir().join("shadow").join(file);
             let (ok, out) = self.kubectl(&["apply", "-f", &path.display().to_string()], None);
             assert!(ok, "applying {}: {out}", path.display());
         }

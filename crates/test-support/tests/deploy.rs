@@ -408,3 +408,126 @@ fn check_older_versions(env: &TestEnv) {
     );
     assert!(ok && out.contains("server.policy.linkerd.io/old"), "{out}");
 }
+
+/// `deploy/shadow`: only the shadow's namespace, ServiceAccount, read-only
+/// roles and Deployment; the serving pod's containers and arguments plus
+/// the flags that keep it from writing; no webhook, Service, PDB, Lease
+/// right or Linkerd label; read rights for everything the serving pod
+/// reads; accepted by the API server.
+#[tokio::test]
+async fn the_shadow_is_the_pod_writing_nothing() {
+    let env = TestEnv::new("deploy-shadow").await;
+    let cluster = env.cluster();
+    cluster.ensure_crds();
+    let (yaml, objects) = kustomize(cluster, "shadow");
+    let mut kinds: Vec<&str> = objects.iter().filter_map(|o| o["kind"].as_str()).collect();
+    kinds.sort_unstable();
+    assert_eq!(
+        kinds,
+        [
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Deployment",
+            "Namespace",
+            "Role",
+            "RoleBinding",
+            "ServiceAccount"
+        ]
+    );
+    for role in objects
+        .iter()
+        .filter(|o| o["kind"] == "ClusterRole" || o["kind"] == "Role")
+    {
+        for rule in role["rules"].as_array().into_iter().flatten() {
+            for verb in strings(&rule["verbs"]) {
+                assert!(["get", "list", "watch"].contains(&verb), "{role}");
+            }
+        }
+    }
+    // Everything the serving pod reads, the shadow reads.
+    let (_, base) = kustomize(cluster, "base");
+    let shadow_role = find(&objects, "ClusterRole", "meridian-shadow");
+    for name in ["linkerd-linkerd-destination", "linkerd-policy"] {
+        for rule in find(&base, "ClusterRole", name)["rules"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            if !strings(&rule["verbs"]).contains(&"list") {
+                continue;
+            }
+            for group in strings(&rule["apiGroups"]) {
+                for resource in strings(&rule["resources"]) {
+                    let verbs = granted(shadow_role, group, resource);
+                    assert!(
+                        ["get", "list", "watch"].iter().all(|v| verbs.contains(v)),
+                        "{group}/{resource}: {verbs:?}"
+                    );
+                }
+            }
+        }
+    }
+    let secrets = find(&objects, "Role", "meridian-shadow-remote-discovery");
+    assert_eq!(secrets["metadata"]["namespace"], "linkerd");
+    assert_eq!(granted(secrets, "", "secrets"), ["get", "list", "watch"]);
+
+    let ns = find(&objects, "Namespace", "meridian-shadow");
+    assert_eq!(
+        ns["metadata"]["labels"]["config.linkerd.io/admission-webhooks"],
+        "disabled"
+    );
+    assert_eq!(
+        ns["metadata"]["annotations"]["linkerd.io/inject"],
+        "disabled"
+    );
+    let deployment = find(&objects, "Deployment", "meridian-shadow");
+    assert_eq!(deployment["metadata"]["namespace"], "meridian-shadow");
+    for labels in [
+        &deployment["metadata"]["labels"],
+        &deployment["spec"]["selector"]["matchLabels"],
+        &deployment["spec"]["template"]["metadata"]["labels"],
+    ] {
+        let keys: Vec<&String> = labels.as_object().expect("labels").keys().collect();
+        assert!(
+            keys.iter().all(|k| !k.starts_with("linkerd.io/")),
+            "{keys:?}"
+        );
+    }
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"], "meridian-shadow");
+    let names: Vec<&str> = containers(pod, "containers")
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(names, ["destination", "policy"]);
+    let volumes: Vec<&str> = pod["volumes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v["name"].as_str())
+        .collect();
+    assert_eq!(volumes, ["kube-api-access"]);
+    for (container, flags) in [
+        ("destination", &["--endpoint-slice-writer-disabled"][..]),
+        (
+            "policy",
+            &[
+                "--admission-controller-disabled",
+                "--status-writer-disabled",
+            ],
+        ),
+    ] {
+        let mut want = test_support::deploy::destination_pod_command(container);
+        want.extend(flags.iter().map(|f| f.to_string()));
+        assert_eq!(cluster.shadow_pod_command(container), want, "{container}");
+    }
+
+    // The Role lives in `linkerd`, the rest in meridian-shadow: both
+    // exist for real before a dry run.
+    for namespace in ["linkerd", "meridian-shadow"] {
+        let (ok, out) = cluster.kubectl(&["create", "namespace", namespace], None);
+        assert!(ok || out.contains("AlreadyExists"), "namespace: {out}");
+    }
+    let (ok, out) = cluster.kubectl(&["apply", "--dry-run=server", "-f", "-"], Some(&yaml));
+    assert!(ok, "shadow: {out}");
+}

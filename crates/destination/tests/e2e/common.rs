@@ -17,6 +17,40 @@ use linkerd2_proxy_api::destination::{
 use test_support::{ServerProcess, TestEnv, free_addr};
 use tonic::{Streaming, transport::Channel};
 
+/// A writer writes the slices of every namespace's Services (its Lease is
+/// per control plane, here per test namespace): the tests that run one, or
+/// check that none runs, take turns, so two writers never write for the
+/// same Service.
+pub static WRITERS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Planes started with `deploy/`'s arguments take the writers' Leases in
+/// `linkerd` (the chart's control-plane namespace); the tests that start
+/// one, or check that none is taken there, take turns.
+pub static LINKERD_LEASES: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// A Server for the `http` port of the `app: web` pods (authorizing no
+/// one by itself) and a policy HTTPRoute on it, `web-api`.
+pub const WEB_SERVER_AND_ROUTE: &str = "apiVersion: policy.linkerd.io/v1beta3
+kind: Server
+metadata:
+  name: web-http
+spec:
+  podSelector:
+    matchLabels: {app: web}
+  port: http
+  proxyProtocol: HTTP/1
+  accessPolicy: deny
+---
+apiVersion: policy.linkerd.io/v1beta3
+kind: HTTPRoute
+metadata:
+  name: web-api
+spec:
+  parentRefs: [{group: policy.linkerd.io, kind: Server, name: web-http}]
+  rules:
+    - matches: [{path: {type: PathPrefix, value: /api}, method: GET}]
+";
+
 /// How long a stream may take to show a change.
 pub const TIMEOUT: Duration = Duration::from_secs(30);
 

@@ -18,12 +18,10 @@ use test_support::{
     ServerProcess, TestEnv, deploy::destination_pod_command, eventually, free_addr,
 };
 
+use crate::common::WRITERS;
+
 const TIMEOUT: Duration = Duration::from_secs(30);
 
-/// A writer writes the slices of every namespace's Services (its Lease is
-/// per control plane, here per test namespace): the tests that run one
-/// take turns, so two writers never write for the same Service.
-static WRITERS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 /// The Lease lasts 30 s unrenewed; a follower checks every 2 s.
 const TAKEOVER: Duration = Duration::from_secs(90);
 const LEASE: &str = "linkerd-destination-endpoint-write";

@@ -12,6 +12,9 @@
 //! - `external_workloads`: ExternalWorkload endpoints and profiles;
 //! - `deploy`: started with `deploy/`'s exact arguments and RBAC;
 //! - `explain`: `meridian-cli explain`, one broken axis at a time;
+//! - `compare`: `meridian-cli compare` between two deployments (`planes`:
+//!   started with `deploy/`'s or `deploy/shadow`'s arguments);
+//! - `shadow`: `deploy/shadow` takes no Lease and writes nothing;
 //! - `introspect`: the admin port's streams, targets and audit;
 //! - `multicluster`: remote discovery and federated Services over a second
 //!   control plane;
@@ -20,6 +23,7 @@
 //!   Services selecting ExternalWorkloads.
 
 mod common;
+mod compare;
 mod deploy;
 mod explain;
 mod external_workload_slices;
@@ -29,5 +33,7 @@ mod introspect;
 mod lag;
 mod multicluster;
 mod overload;
+mod planes;
 mod policy_link;
 mod profile;
+mod shadow;

@@ -11,7 +11,11 @@
 
 use std::{collections::BTreeMap, net::SocketAddr, time::Duration};
 
+mod compare;
 mod explain;
+mod forward;
+#[cfg(test)]
+mod test_messages;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -67,6 +71,11 @@ enum Command {
     /// ServiceProfile, and names the first that is broken (exit status 1;
     /// 0 when all pass).
     Explain(explain::ExplainArgs),
+    /// Asks two control planes (e.g. Linkerd 2.20's and Meridian's shadow)
+    /// the questions their proxies ask about the cluster's Services and
+    /// meshed pods, and shows every difference (exit status 0 when all are
+    /// equal, 1 when one differs, 2 when it could not ask).
+    Compare(Box<compare::CompareArgs>),
     /// Prints the outbound policy of a Service port (svc/NAME) or the
     /// inbound policy of a pod port (po/POD), from the policy controller.
     Policy {
@@ -97,6 +106,16 @@ async fn main() -> anyhow::Result<()> {
             let code = explain::run(&cli.addr, args).await?;
             std::process::exit(code);
         }
+        Command::Compare(args) => {
+            let code = match compare::run(*args).await {
+                Ok(code) => code,
+                Err(error) => {
+                    eprintln!("compare: {error:#}");
+                    2
+                }
+            };
+            std::process::exit(code);
+        }
         other => other,
     };
     let (watch, seconds): (
@@ -123,7 +142,7 @@ async fn main() -> anyhow::Result<()> {
             let lookup = policy(policy_addr, resource, port, namespace, token);
             (Box::pin(lookup), None)
         }
-        Command::Explain(_) => unreachable!("answered above"),
+        Command::Explain(_) | Command::Compare(_) => unreachable!("answered above"),
     };
     match seconds {
         // Running out of time is the normal end of a timed watch.
@@ -250,6 +269,20 @@ async fn policy(
         _ => anyhow::bail!("resource must be svc/<name> or po/<name>, not {resource:?}"),
     }
     Ok(())
+}
+
+/// A Kubernetes client from the kubeconfig's `context`, else the inferred
+/// configuration (`$KUBECONFIG`, `~/.kube/config`, in-cluster).
+async fn kube_client(context: Option<&str>) -> anyhow::Result<kube::Client> {
+    let options = kube::config::KubeConfigOptions {
+        context: context.map(str::to_string),
+        ..Default::default()
+    };
+    let config = match context {
+        Some(_) => kube::Config::from_kubeconfig(&options).await?,
+        None => kube::Config::infer().await?,
+    };
+    kube::Client::try_from(config).context("building the Kubernetes client")
 }
 
 /// The error a stream failed with, and Meridian's precise reason if given.

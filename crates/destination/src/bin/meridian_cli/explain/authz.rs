@@ -175,9 +175,8 @@ fn route_authorizations(server: &Server) -> Vec<(String, &Authz)> {
 
 #[cfg(test)]
 mod tests {
-    use linkerd2_proxy_api::{
-        inbound::{Authn, Identity, IdentitySuffix, Network, authn::PermitMeshTls},
-        meta::{Metadata, Resource},
+    use linkerd2_proxy_api::inbound::{
+        Authn, Identity, IdentitySuffix, Network, authn::PermitMeshTls,
     };
 
     use super::*;
@@ -220,14 +219,7 @@ mod tests {
             networks,
             authentication,
             labels: Default::default(),
-            metadata: Some(Metadata {
-                kind: Some(metadata::Kind::Resource(Resource {
-                    group: "policy.linkerd.io".into(),
-                    kind: "AuthorizationPolicy".into(),
-                    name: name.into(),
-                    ..Default::default()
-                })),
-            }),
+            metadata: Some(crate::test_messages::authorization_policy(name)),
         }
     }
 

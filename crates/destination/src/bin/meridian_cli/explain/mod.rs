@@ -10,7 +10,6 @@
 //! (`/streams`, `/targets`, `/audit`) for what they did send.
 
 mod authz;
-mod forward;
 mod report;
 
 use std::{net::IpAddr, time::Duration};
@@ -33,6 +32,7 @@ use linkerd2_proxy_api::{
 };
 use serde_json::Value;
 
+use crate::{forward, kube_client};
 use report::{Axis, AxisReport, Report};
 
 /// `explain`'s arguments.
@@ -162,18 +162,6 @@ pub async fn run(destination_addr: &str, mut args: ExplainArgs) -> anyhow::Resul
         print!("{}", report.render());
     }
     Ok(if report.ok { 0 } else { 1 })
-}
-
-async fn kube_client(context: Option<&str>) -> anyhow::Result<Client> {
-    let options = kube::config::KubeConfigOptions {
-        context: context.map(str::to_string),
-        ..Default::default()
-    };
-    let config = match context {
-        Some(_) => kube::Config::from_kubeconfig(&options).await?,
-        None => kube::Config::infer().await?,
-    };
-    Client::try_from(config).context("building the Kubernetes client")
 }
 
 fn client_pod(pod: &Pod, args: &ExplainArgs) -> ClientPod {

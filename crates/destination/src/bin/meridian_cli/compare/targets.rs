@@ -1,0 +1,402 @@
+//! The questions, from the cluster's own objects: for every Service port,
+//! `Get` and `GetProfile` by name and, for a ClusterIP, `GetProfile` and
+//! the outbound policy of `ClusterIP:port` (what a proxy asks for a
+//! connection to it); for every meshed pod, the inbound policy of each
+//! container port and of its proxy's admin port. Each is asked as a client
+//! pod: `--as`, or a synthetic one per namespace (`meridian-compare` on the
+//! first Node), with the context token and workload a proxy sends, as the
+//! Linkerd 2.20 chart writes them into the proxy's environment.
+
+use std::{net::SocketAddr, time::Duration};
+
+use anyhow::Context;
+use k8s_api::labels;
+use k8s_openapi::{
+    api::core::v1::{Container, Node as KubeNode, Pod, Service},
+    apimachinery::pkg::apis::meta::v1::Time,
+};
+use kube::{Api as KubeApi, Client, api::ListParams};
+
+use super::question::{Api, Question, Request};
+
+/// The synthetic client's pod name.
+pub const SYNTHETIC_POD: &str = "meridian-compare";
+
+/// The proxy's admin port when its container does not say.
+const DEFAULT_ADMIN_PORT: u16 = 4191;
+
+/// The proxy container's name (the chart's).
+const PROXY_CONTAINER: &str = "linkerd-proxy";
+
+/// What to ask about.
+pub struct Scope<'a> {
+    /// `None`: every namespace.
+    pub namespace: Option<&'a str>,
+    pub selector: Option<&'a str>,
+    pub cluster_domain: &'a str,
+    /// `[<ns>/]<pod>` to ask as, else a synthetic client per namespace.
+    pub client: Option<&'a str>,
+    /// The namespace of an `--as` pod given without one.
+    pub default_namespace: &'a str,
+}
+
+/// A client pod, as its proxy introduces itself.
+#[derive(Clone, Debug)]
+pub struct ClientPod {
+    pub namespace: String,
+    pub pod: String,
+    pub node: String,
+}
+
+impl ClientPod {
+    /// `LINKERD2_PROXY_DESTINATION_CONTEXT` as the chart renders it.
+    pub fn context_token(&self) -> String {
+        format!(
+            "{{\"ns\":{}, \"nodeName\":{}, \"pod\":{}}}\n",
+            json(&self.namespace),
+            json(&self.node),
+            json(&self.pod)
+        )
+    }
+
+    /// `LINKERD2_PROXY_POLICY_WORKLOAD` as the chart renders it.
+    pub fn workload(&self) -> String {
+        workload(&self.namespace, &self.pod)
+    }
+
+    fn name(&self) -> String {
+        format!("{}/{}", self.namespace, self.pod)
+    }
+}
+
+fn json(s: &str) -> String {
+    serde_json::Value::from(s).to_string()
+}
+
+/// The policy workload of a pod, as its proxy sends it.
+pub fn workload(namespace: &str, pod: &str) -> String {
+    format!("{{\"ns\":{}, \"pod\":{}}}\n", json(namespace), json(pod))
+}
+
+/// Every question in scope, in a stable order (namespace, object, port, API).
+pub async fn questions(kube: &Client, scope: &Scope<'_>) -> anyhow::Result<Vec<Question>> {
+    let mut params = ListParams::default();
+    if let Some(selector) = scope.selector {
+        params = params.labels(selector);
+    }
+    let (services, pods): (KubeApi<Service>, KubeApi<Pod>) = match scope.namespace {
+        Some(ns) => (
+            KubeApi::namespaced(kube.clone(), ns),
+            KubeApi::namespaced(kube.clone(), ns),
+        ),
+        None => (KubeApi::all(kube.clone()), KubeApi::all(kube.clone())),
+    };
+    let mut services = services
+        .list(&params)
+        .await
+        .context("listing Services")?
+        .items;
+    let mut pods = pods.list(&params).await.context("listing Pods")?.items;
+    let key = |m: &kube::api::ObjectMeta| (m.namespace.clone(), m.name.clone());
+    services.sort_by_key(|s| key(&s.metadata));
+    pods.sort_by_key(|p| key(&p.metadata));
+
+    let fixed = match scope.client {
+        Some(client) => Some(client_pod(kube, client, scope.default_namespace).await?),
+        None => None,
+    };
+    let node = match &fixed {
+        Some(_) => String::new(),
+        None => first_node(kube).await,
+    };
+    let client_for = |ns: &str| {
+        fixed.clone().unwrap_or_else(|| ClientPod {
+            namespace: ns.to_string(),
+            pod: SYNTHETIC_POD.to_string(),
+            node: node.clone(),
+        })
+    };
+    let now = now_since_epoch();
+    let mut out = Vec::new();
+    for svc in &services {
+        let ns = svc.metadata.namespace.clone().unwrap_or_default();
+        out.extend(service_questions(
+            svc,
+            &client_for(&ns),
+            scope.cluster_domain,
+            age(&svc.metadata.creation_timestamp, now),
+        ));
+    }
+    for pod in &pods {
+        let ns = pod.metadata.namespace.clone().unwrap_or_default();
+        out.extend(pod_questions(
+            pod,
+            &client_for(&ns),
+            age(&pod.metadata.creation_timestamp, now),
+        ));
+    }
+    Ok(out)
+}
+
+/// The time since the epoch.
+fn now_since_epoch() -> Duration {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+}
+
+fn age(created: &Option<Time>, now: Duration) -> Option<Duration> {
+    let created = created.as_ref()?.0.as_second();
+    let created = Duration::from_secs(u64::try_from(created).ok()?);
+    Some(now.saturating_sub(created))
+}
+
+/// The questions about one Service's TCP ports.
+pub fn service_questions(
+    svc: &Service,
+    client: &ClientPod,
+    domain: &str,
+    age: Option<Duration>,
+) -> Vec<Question> {
+    let ns = svc.metadata.namespace.clone().unwrap_or_default();
+    let name = svc.metadata.name.clone().unwrap_or_default();
+    let Some(spec) = &svc.spec else {
+        return Vec::new();
+    };
+    let cluster_ip = spec
+        .cluster_ip
+        .as_deref()
+        .and_then(|ip| ip.parse::<std::net::IpAddr>().ok());
+    let token = client.context_token();
+    let mut out = Vec::new();
+    for port in spec.ports.iter().flatten() {
+        if port.protocol.as_deref().is_some_and(|p| p != "TCP") {
+            continue;
+        }
+        let Ok(number) = u16::try_from(port.port) else {
+            continue;
+        };
+        let authority = format!("{name}.{ns}.svc.{domain}:{number}");
+        let ask = |api, target: String, request| Question {
+            api,
+            target,
+            request,
+            client: client.name(),
+            age,
+        };
+        for api in [Api::Get, Api::GetProfile] {
+            let request = Request::Destination {
+                path: authority.clone(),
+                token: token.clone(),
+            };
+            out.push(ask(api, authority.clone(), request));
+        }
+        if let Some(ip) = cluster_ip {
+            let addr = SocketAddr::new(ip, number);
+            let request = Request::Destination {
+                path: addr.to_string(),
+                token: token.clone(),
+            };
+            out.push(ask(Api::GetProfile, addr.to_string(), request));
+            let request = Request::Outbound {
+                addr,
+                workload: client.workload(),
+            };
+            out.push(ask(Api::Outbound, addr.to_string(), request));
+        }
+    }
+    out
+}
+
+/// The inbound questions about a meshed pod with an IP: each TCP port of
+/// its application containers, and its proxy's admin port.
+pub fn pod_questions(pod: &Pod, client: &ClientPod, age: Option<Duration>) -> Vec<Question> {
+    let meshed = pod
+        .metadata
+        .labels
+        .as_ref()
+        .is_some_and(|l| l.contains_key(labels::CONTROL_PLANE_NS));
+    let has_ip = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.pod_ip.as_deref())
+        .is_some_and(|ip| !ip.is_empty());
+    let (Some(spec), true, true) = (&pod.spec, meshed, has_ip) else {
+        return Vec::new();
+    };
+    let ns = pod.metadata.namespace.clone().unwrap_or_default();
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let all = spec
+        .containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten());
+    let proxy = all.clone().find(|c| c.name == PROXY_CONTAINER);
+    let mut ports: Vec<u16> = spec
+        .containers
+        .iter()
+        .filter(|c| c.name != PROXY_CONTAINER)
+        .flat_map(|c| c.ports.iter().flatten())
+        .filter(|p| p.protocol.as_deref().is_none_or(|p| p == "TCP"))
+        .filter_map(|p| u16::try_from(p.container_port).ok())
+        .collect();
+    ports.push(proxy.map_or(DEFAULT_ADMIN_PORT, admin_port));
+    ports.sort_unstable();
+    ports.dedup();
+    ports
+        .into_iter()
+        .map(|port| Question {
+            api: Api::Inbound,
+            target: format!("{ns}/{name}:{port}"),
+            request: Request::Inbound {
+                workload: workload(&ns, &name),
+                port: u32::from(port),
+            },
+            client: client.name(),
+            age,
+        })
+        .collect()
+}
+
+/// The proxy's admin port: `LINKERD2_PROXY_ADMIN_LISTEN_ADDR`, else its
+/// port named `linkerd-admin`, else 4191.
+fn admin_port(proxy: &Container) -> u16 {
+    let from_env = proxy
+        .env
+        .iter()
+        .flatten()
+        .find(|e| e.name == "LINKERD2_PROXY_ADMIN_LISTEN_ADDR")
+        .and_then(|e| e.value.as_deref())
+        .and_then(|v| v.rsplit_once(':'))
+        .and_then(|(_, port)| port.parse().ok());
+    let named = || {
+        proxy
+            .ports
+            .iter()
+            .flatten()
+            .find(|p| p.name.as_deref() == Some("linkerd-admin"))
+            .and_then(|p| u16::try_from(p.container_port).ok())
+    };
+    from_env.or_else(named).unwrap_or(DEFAULT_ADMIN_PORT)
+}
+
+/// The `--as` pod.
+async fn client_pod(kube: &Client, spec: &str, default_ns: &str) -> anyhow::Result<ClientPod> {
+    let (ns, name) = spec.split_once('/').unwrap_or((default_ns, spec));
+    let pod = KubeApi::<Pod>::namespaced(kube.clone(), ns)
+        .get_opt(name)
+        .await
+        .with_context(|| format!("reading Pod {ns}/{name}"))?
+        .with_context(|| format!("--as: Pod {ns}/{name} does not exist"))?;
+    Ok(ClientPod {
+        namespace: ns.to_string(),
+        pod: name.to_string(),
+        node: pod.spec.and_then(|s| s.node_name).unwrap_or_default(),
+    })
+}
+
+/// The first Node's name (the synthetic client's node), or empty if Nodes
+/// cannot be listed.
+async fn first_node(kube: &Client) -> String {
+    let nodes = KubeApi::<KubeNode>::all(kube.clone())
+        .list(&ListParams::default())
+        .await;
+    let mut names: Vec<String> = nodes
+        .map(|l| {
+            l.items
+                .into_iter()
+                .filter_map(|n| n.metadata.name)
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names.into_iter().next().unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client() -> ClientPod {
+        ClientPod {
+            namespace: "demo".into(),
+            pod: "client-0".into(),
+            node: "node-1".into(),
+        }
+    }
+
+    #[test]
+    fn tokens_as_the_chart_renders_them() {
+        assert_eq!(
+            client().context_token(),
+            "{\"ns\":\"demo\", \"nodeName\":\"node-1\", \"pod\":\"client-0\"}\n"
+        );
+        assert_eq!(
+            client().workload(),
+            "{\"ns\":\"demo\", \"pod\":\"client-0\"}\n"
+        );
+        // What the chart writes is JSON either way.
+        let parsed: serde_json::Value =
+            serde_json::from_str(&client().context_token()).expect("json");
+        assert_eq!(parsed["nodeName"], "node-1");
+    }
+
+    #[test]
+    fn service_ports_give_four_questions_headless_two() {
+        let svc: Service = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web", "namespace": "demo"},
+            "spec": {"clusterIP": "10.96.0.7", "ports": [
+                {"port": 80}, {"port": 53, "protocol": "UDP"}]},
+        }))
+        .expect("service");
+        let qs = service_questions(&svc, &client(), "cluster.local", None);
+        let titles: Vec<String> = qs.iter().map(Question::title).collect();
+        assert_eq!(
+            titles,
+            [
+                "Destination.Get web.demo.svc.cluster.local:80",
+                "Destination.GetProfile web.demo.svc.cluster.local:80",
+                "Destination.GetProfile 10.96.0.7:80",
+                "OutboundPolicies.Watch 10.96.0.7:80",
+            ]
+        );
+        let mut headless = svc.clone();
+        if let Some(spec) = headless.spec.as_mut() {
+            spec.cluster_ip = Some("None".into());
+        }
+        assert_eq!(
+            service_questions(&headless, &client(), "cluster.local", None).len(),
+            2
+        );
+    }
+
+    #[test]
+    fn meshed_pods_give_their_ports_and_the_admin_port() {
+        let pod = |labels: serde_json::Value| -> Pod {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "web-0", "namespace": "demo", "labels": labels},
+                "spec": {"containers": [
+                    {"name": "app", "ports": [{"containerPort": 8080}, {"containerPort": 9000, "protocol": "UDP"}]},
+                    {"name": "linkerd-proxy", "ports": [{"name": "linkerd-proxy", "containerPort": 4143},
+                        {"name": "linkerd-admin", "containerPort": 4191}],
+                     "env": [{"name": "LINKERD2_PROXY_ADMIN_LISTEN_ADDR", "value": "0.0.0.0:4199"}]},
+                ]},
+                "status": {"podIP": "10.0.0.9"},
+            }))
+            .expect("pod")
+        };
+        let qs = pod_questions(
+            &pod(serde_json::json!({"linkerd.io/control-plane-ns": "linkerd"})),
+            &client(),
+            None,
+        );
+        let titles: Vec<String> = qs.iter().map(Question::title).collect();
+        assert_eq!(
+            titles,
+            [
+                "InboundServerPolicies.WatchPort demo/web-0:4199",
+                "InboundServerPolicies.WatchPort demo/web-0:8080",
+            ]
+        );
+        assert!(pod_questions(&pod(serde_json::json!({})), &client(), None).is_empty());
+    }
+}

@@ -12,7 +12,8 @@ use crate::paths::workspace_root;
 
 #[derive(Args)]
 pub struct BenchArgs {
-    /// Which benchmark: destination, policy, sp-validator, overload, or
+    /// Which benchmark: destination, policy, sp-validator, overload,
+    /// failover, or
     /// h2-ab (the destination benchmark with and without the h2 patch,
     /// `--runs N` times each, default 10).
     pub name: String,
@@ -75,6 +76,14 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 target.join("sp-validator").display()
             ));
         }
+        "failover" => {
+            for (flag, bin) in [
+                ("destination-bin", "destination"),
+                ("policy-bin", "policy-controller"),
+            ] {
+                bench.arg(format!("--{flag}={}", target.join(bin).display()));
+            }
+        }
         "overload" => {
             for (flag, bin) in [
                 ("destination-bin", "destination"),
@@ -86,7 +95,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         }
         other => {
             bail!(
-                "unknown benchmark {other:?}: destination, policy, sp-validator, overload or h2-ab"
+                "unknown benchmark {other:?}: destination, policy, sp-validator, overload, failover or h2-ab"
             )
         }
     }

@@ -48,8 +48,8 @@ use crate::{
     stats::rss,
 };
 
-const NS: &str = "bench";
-const PORT: u32 = 8080;
+pub(crate) const NS: &str = "bench";
+pub(crate) const PORT: u32 = 8080;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -74,15 +74,15 @@ pub struct Args {
     outbound: crate::policy_outbound::Args,
 }
 
-fn server_name(g: usize) -> String {
+pub(crate) fn server_name(g: usize) -> String {
     format!("srv-{g}")
 }
 
-fn pod_name(p: usize) -> String {
+pub(crate) fn pod_name(p: usize) -> String {
     format!("pod-{p}")
 }
 
-fn servers_api(client: &kube::Client) -> Api<DynamicObject> {
+pub(crate) fn servers_api(client: &kube::Client) -> Api<DynamicObject> {
     let resource = ApiResource {
         group: "policy.linkerd.io".into(),
         version: "v1beta3".into(),
@@ -247,7 +247,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn populate(client: &kube::Client, pods: usize, groups: usize) -> anyhow::Result<()> {
+pub(crate) async fn populate(
+    client: &kube::Client,
+    pods: usize,
+    groups: usize,
+) -> anyhow::Result<()> {
     let mut ns = Namespace::default();
     ns.metadata.name = Some(NS.into());
     Api::<Namespace>::all(client.clone())

@@ -27,7 +27,7 @@ mod ops;
 mod replicas;
 mod report;
 mod rng;
-mod server;
+pub(crate) mod server;
 mod truth;
 mod writers;
 

@@ -132,6 +132,11 @@ impl Server {
         process.kill();
     }
 
+    /// The process id, if running.
+    pub fn pid(&self) -> Option<u32> {
+        self.process.as_ref()?.pid()
+    }
+
     /// Resident memory now, if running.
     pub fn rss(&self) -> Option<u64> {
         rss_bytes(self.process.as_ref()?.pid()?)

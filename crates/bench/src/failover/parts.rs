@@ -65,7 +65,7 @@ async fn replicas(
     grpc_flag: &str,
     extra: &[String],
 ) -> anyhow::Result<[Server; 2]> {
-    let mut servers = [0, 1].map(|i| {
+    let server = |i: usize| {
         Server::new(
             cluster,
             bin,
@@ -74,14 +74,12 @@ async fn replicas(
             "warn",
             extra,
         )
-    });
+    };
+    let mut servers = [server(0)?, server(1)?];
     for s in &mut servers {
-        if let Ok(s) = s {
-            s.start().await?;
-        }
+        s.start().await?;
     }
-    let [a, b] = servers;
-    Ok([a?, b?])
+    Ok(servers)
 }
 
 fn ready_addrs(service: usize, size: usize, not_ready: Option<usize>) -> HashSet<u64> {

@@ -115,22 +115,6 @@ fn lock(holding: &Mutex<Holding>) -> MutexGuard<'_, Holding> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Lazily connected channels (they reconnect by themselves after a server
-/// restart on the same address).
-pub fn channels(addr: SocketAddr, n: usize) -> anyhow::Result<Vec<tonic::transport::Channel>> {
-    (0..n.max(1))
-        .map(|_| {
-            Ok(
-                tonic::transport::Endpoint::from_shared(format!("http://{addr}"))?
-                    .connect_timeout(Duration::from_secs(2))
-                    .http2_keep_alive_interval(Duration::from_secs(10))
-                    .keep_alive_timeout(Duration::from_secs(5))
-                    .connect_lazy(),
-            )
-        })
-        .collect()
-}
-
 /// Starts a stream's task (the `i`-th stream, on connection `i` of
 /// whichever replica `directory` picks) and returns its handle.
 pub fn spawn(

@@ -7,6 +7,7 @@
 //! both its processes run and are ready, as a pod's endpoint is.
 
 use std::{
+    net::SocketAddr,
     path::Path,
     sync::atomic::{AtomicBool, AtomicUsize, Ordering},
     time::Duration,
@@ -124,6 +125,22 @@ impl Replica {
     }
 }
 
+/// Lazily connected channels (they reconnect by themselves after a server
+/// restart on the same address).
+fn channels(addr: SocketAddr, n: usize) -> anyhow::Result<Vec<tonic::transport::Channel>> {
+    (0..n.max(1))
+        .map(|_| {
+            Ok(
+                tonic::transport::Endpoint::from_shared(format!("http://{addr}"))?
+                    .connect_timeout(Duration::from_secs(2))
+                    .http2_keep_alive_interval(Duration::from_secs(10))
+                    .keep_alive_timeout(Duration::from_secs(5))
+                    .connect_lazy(),
+            )
+        })
+        .collect()
+}
+
 /// Which server of a replica a stream talks to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Api {
@@ -156,8 +173,8 @@ impl Directory {
             .iter()
             .map(|r| {
                 Ok(Listing {
-                    destination: super::client::channels(r.destination.grpc, connections)?,
-                    policy: super::client::channels(r.policy.grpc, (connections / 4).max(1))?,
+                    destination: channels(r.destination.grpc, connections)?,
+                    policy: channels(r.policy.grpc, (connections / 4).max(1))?,
                     listed: AtomicBool::new(true),
                     attached: AtomicUsize::new(0),
                 })

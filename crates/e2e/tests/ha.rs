@@ -431,19 +431,20 @@ async fn three_replicas_survive_a_lost_pod_and_a_rolling_restart() {
     for task in &tasks {
         task.abort();
     }
-    let log = lock(&client_log);
     let (requests, failures) = lock(&admissions).clone();
     let history = lock(&leases).clone();
-    println!(
-        "ha: client: {} streams opened, ends {:?}, failed attempts {:?}",
-        log.opened, log.ends, log.failed_attempts
-    );
+    {
+        let log = lock(&client_log);
+        println!(
+            "ha: client: {} streams opened, ends {:?}, failed attempts {:?}",
+            log.opened, log.ends, log.failed_attempts
+        );
+    }
     println!(
         "ha: admission requests {requests}, failed {}",
         failures.len()
     );
     println!("ha: Lease holders in turn: {history:?}");
-    drop(log);
     apply_deploy(&cluster, "deploy");
     cluster
         .wait_deployment_ready(&cp, DESTINATION_DEPLOYMENT)

@@ -12,10 +12,9 @@ use crate::paths::workspace_root;
 
 #[derive(Args)]
 pub struct BenchArgs {
-    /// Which benchmark: destination, policy, sp-validator, overload,
-    /// failover, or
-    /// h2-ab (the destination benchmark with and without the h2 patch,
-    /// `--runs N` times each, default 10).
+    /// Which benchmark: destination, policy, cluster-size, sp-validator,
+    /// overload, failover, or h2-ab (the destination benchmark with and
+    /// without the h2 patch, `--runs N` times each, default 10).
     pub name: String,
     /// Arguments for the benchmark (see `meridian-bench <name> --help`).
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -70,6 +69,22 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 target.join("policy-controller").display()
             ));
         }
+        "cluster-size" => {
+            // This build's binaries, unless others are named (to compare
+            // builds kept elsewhere on the same fixtures).
+            for (flag, bin) in [
+                ("destination-bin", "destination"),
+                ("policy-bin", "policy-controller"),
+            ] {
+                let named = args
+                    .args
+                    .iter()
+                    .any(|a| a.strip_prefix("--").is_some_and(|a| a.starts_with(flag)));
+                if !named {
+                    bench.arg(format!("--{flag}={}", target.join(bin).display()));
+                }
+            }
+        }
         "sp-validator" => {
             bench.arg(format!(
                 "--sp-validator-bin={}",
@@ -95,7 +110,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         }
         other => {
             bail!(
-                "unknown benchmark {other:?}: destination, policy, sp-validator, overload, failover or h2-ab"
+                "unknown benchmark {other:?}: destination, policy, cluster-size, sp-validator, overload, failover or h2-ab"
             )
         }
     }

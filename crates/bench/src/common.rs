@@ -10,10 +10,16 @@ use std::{
 
 use anyhow::bail;
 
+/// Waits until `counter` reaches `want` (streams that received their
+/// snapshot); after 300 s prints why streams and connections ended so far
+/// and fails.
 pub async fn wait_count(counter: &AtomicUsize, want: usize) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(300);
     while counter.load(Ordering::Relaxed) < want {
         if Instant::now() > deadline {
+            // Why the others ended, if they did, before giving up: a stream
+            // that never got its snapshot is not hidden behind the error.
+            crate::ends::report();
             bail!(
                 "only {}/{want} streams received their snapshot",
                 counter.load(Ordering::Relaxed)
@@ -519,13 +525,21 @@ pub struct PerfRecord(Option<std::process::Child>);
 impl PerfRecord {
     /// Starts `perf record -g -p pid -o dir/name.data` if `dir` is given.
     pub fn start(dir: Option<&std::path::Path>, name: &str, pid: u32) -> Self {
+        Self::start_with(dir, name, pid, &["-F", "1999", "-g"])
+    }
+
+    /// Starts `perf record <how> -p pid -o dir/name.data` if `dir` is
+    /// given (`how`: the event, frequency and call-graph flags).
+    pub fn start_with(dir: Option<&std::path::Path>, name: &str, pid: u32, how: &[&str]) -> Self {
         let Some(dir) = dir else {
             return Self(None);
         };
         let _ = std::fs::create_dir_all(dir);
         let out = dir.join(format!("{name}.data"));
         let child = std::process::Command::new("perf")
-            .args(["record", "-F", "1999", "-g", "-p", &pid.to_string(), "-o"])
+            .arg("record")
+            .args(how)
+            .args(["-p", &pid.to_string(), "-o"])
             .arg(&out)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())

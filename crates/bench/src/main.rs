@@ -2,6 +2,7 @@
 //! Run through `cargo xtask bench <name>`, which builds everything in release
 //! mode first.
 
+mod cluster_size;
 mod common;
 mod destination;
 mod ends;
@@ -43,6 +44,10 @@ enum Bench {
     /// `--shape legacy`: 10,000 over 50 connections. The outbound `Watch`
     /// streams use the same connections.
     Policy(policy::Args),
+    /// Memory and CPU per pod of the cluster: N injected pods in N/50
+    /// Services, each binary started after them (issue 21), then the
+    /// proxy-shaped streams at the largest N.
+    ClusterSize(cluster_size::Args),
     /// AdmissionReviews over TLS: reviews per second and latency.
     SpValidator(sp_validator::Args),
     /// Stalled clients, stream floods and bad peers on every port.
@@ -73,6 +78,7 @@ fn main() -> anyhow::Result<()> {
     match cli.bench {
         Bench::Destination(args) => runtime.block_on(destination::run(args)),
         Bench::Policy(args) => runtime.block_on(policy::run(args)),
+        Bench::ClusterSize(args) => runtime.block_on(cluster_size::run(args)),
         Bench::SpValidator(args) => runtime.block_on(sp_validator::run(args)),
         Bench::Overload(args) => runtime.block_on(overload::run(args)),
         Bench::Failover(args) => runtime.block_on(failover::run(args)),

@@ -2,7 +2,7 @@
 //! compare can see, as data: each names the README bullet that documents
 //! it (section "Where Meridian differs from Linkerd") and recognises the
 //! pair of answers it explains, whichever side runs Meridian. The README
-//! bullets compare never sees are listed in [`NOT_ASKED`] with the reason;
+//! bullets compare never sees are listed in `NOT_ASKED` with the reason;
 //! a test keeps both lists and the README in step.
 
 use super::question::{Answer, Api, Question};

@@ -13,8 +13,8 @@ use crate::paths::workspace_root;
 #[derive(Args)]
 pub struct BenchArgs {
     /// Which benchmark: destination, policy, cluster-size, sp-validator,
-    /// overload, or h2-ab (the destination benchmark with and without the h2
-    /// patch, `--runs N` times each, default 10).
+    /// overload, failover, or h2-ab (the destination benchmark with and
+    /// without the h2 patch, `--runs N` times each, default 10).
     pub name: String,
     /// Arguments for the benchmark (see `meridian-bench <name> --help`).
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -91,6 +91,14 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 target.join("sp-validator").display()
             ));
         }
+        "failover" => {
+            for (flag, bin) in [
+                ("destination-bin", "destination"),
+                ("policy-bin", "policy-controller"),
+            ] {
+                bench.arg(format!("--{flag}={}", target.join(bin).display()));
+            }
+        }
         "overload" => {
             for (flag, bin) in [
                 ("destination-bin", "destination"),
@@ -102,7 +110,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         }
         other => {
             bail!(
-                "unknown benchmark {other:?}: destination, policy, cluster-size, sp-validator, overload or h2-ab"
+                "unknown benchmark {other:?}: destination, policy, cluster-size, sp-validator, overload, failover or h2-ab"
             )
         }
     }

@@ -3,7 +3,8 @@
 //! `--kubeconfig` with a `--registry`), installs `deploy/` with its webhook
 //! certificates, waits until every container of the pod is Ready by its
 //! real probes, runs the suites of `crates/e2e` (`pod`: the Meridian pod;
-//! `dns`: pods resolving Services through the cluster DNS), and tears the
+//! `dns`: pods resolving Services through the cluster DNS; `ha`: three
+//! replicas through a lost pod and a rolling restart), and tears the
 //! local cluster down.
 //!
 //! `install` is shared with `cargo xtask up --real-node`.
@@ -224,10 +225,11 @@ fn build_cli() -> anyhow::Result<PathBuf> {
 }
 
 /// The suites (test targets of `crates/e2e`), in the order they run.
-const SUITES: &[&str] = &["pod", "dns"];
+const SUITES: &[&str] = &["pod", "dns", "ha"];
+/// The `ha` suite prints its client's, admissions' and Leases' record.
 /// The `dns` suite prints what `getent`/`nslookup` answered in the pods:
 /// shown for passing tests too.
-const SHOWN_OUTPUT: &[&str] = &["dns"];
+const SHOWN_OUTPUT: &[&str] = &["dns", "ha"];
 
 /// Builds the suites' test binaries; returns their paths in [`SUITES`] order.
 fn build_suites() -> anyhow::Result<Vec<PathBuf>> {

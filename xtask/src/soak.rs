@@ -22,10 +22,12 @@ pub struct SoakArgs {
     pub args: Vec<String>,
 }
 
-/// The short soak of `cargo xtask test`: a fixed seed, every fault kind
-/// once, a few minutes at most on two cores.
+/// The short soak of `cargo xtask test`: a fixed seed, two replicas,
+/// every fault kind once (seven with two replicas), a few minutes on two
+/// cores.
 pub const SHORT: &[&str] = &[
     "--seed=1",
+    "--replicas=2",
     "--ops=300",
     "--streams=300",
     "--profile-streams=40",
@@ -33,7 +35,7 @@ pub const SHORT: &[&str] = &[
     "--policy-pods=20",
     "--connections=30",
     "--services=12",
-    "--faults=4",
+    "--faults=7",
 ];
 
 pub fn run(args: SoakArgs) -> anyhow::Result<()> {

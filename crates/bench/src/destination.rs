@@ -147,7 +147,7 @@ impl Plan {
     /// The service of stream `i`: half the streams on hot services. With
     /// streams numbered connection by connection, 4 per connection and two
     /// hot services, every connection holds one stream of each.
-    fn service_of(&self, i: usize, hot: usize) -> usize {
+    pub(crate) fn service_of(&self, i: usize, hot: usize) -> usize {
         let n = self.sizes.len();
         if hot > 0 && i.is_multiple_of(2) {
             (i / 2) % hot
@@ -484,7 +484,7 @@ pub(crate) fn svc_name(i: usize) -> String {
     format!("svc-{i}")
 }
 
-fn pod_ip(service: usize, endpoint: usize) -> String {
+pub(crate) fn pod_ip(service: usize, endpoint: usize) -> String {
     let n = service * 1000 + endpoint;
     format!("10.{}.{}.{}", 100 + n / 65536, (n / 256) % 256, n % 256)
 }

@@ -6,6 +6,7 @@ mod cluster_size;
 mod common;
 mod destination;
 mod ends;
+mod failover;
 mod floor;
 mod overload;
 mod policy;
@@ -51,6 +52,11 @@ enum Bench {
     SpValidator(sp_validator::Args),
     /// Stalled clients, stream floods and bad peers on every port.
     Overload(overload::Args),
+    /// Two replicas under proxy-shaped clients; one SIGKILLed: time until
+    /// every client is served again by the survivor, its memory and CPU
+    /// through the reconnect storm, missed updates, memory given back once
+    /// the replica returns.
+    Failover(failover::Args),
     /// Churn and faults against the destination and the policy controller,
     /// auditing every stream against the API's truth.
     Soak(soak::Args),
@@ -75,6 +81,7 @@ fn main() -> anyhow::Result<()> {
         Bench::ClusterSize(args) => runtime.block_on(cluster_size::run(args)),
         Bench::SpValidator(args) => runtime.block_on(sp_validator::run(args)),
         Bench::Overload(args) => runtime.block_on(overload::run(args)),
+        Bench::Failover(args) => runtime.block_on(failover::run(args)),
         Bench::Soak(args) => runtime.block_on(soak::run(args)),
         Bench::TrivialServer(args) => runtime.block_on(trivial::serve(args)),
         Bench::TrivialHttps(args) => runtime.block_on(trivial::serve_https(args)),

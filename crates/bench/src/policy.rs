@@ -48,8 +48,8 @@ use crate::{
     stats::rss,
 };
 
-const NS: &str = "bench";
-const PORT: u32 = 8080;
+pub(crate) const NS: &str = "bench";
+pub(crate) const PORT: u32 = 8080;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -74,11 +74,11 @@ pub struct Args {
     outbound: crate::policy_outbound::Args,
 }
 
-fn server_name(g: usize) -> String {
+pub(crate) fn server_name(g: usize) -> String {
     format!("srv-{g}")
 }
 
-fn pod_name(p: usize) -> String {
+pub(crate) fn pod_name(p: usize) -> String {
     format!("pod-{p}")
 }
 
@@ -247,7 +247,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn populate(client: &kube::Client, pods: usize, groups: usize) -> anyhow::Result<()> {
+pub(crate) async fn populate(
+    client: &kube::Client,
+    pods: usize,
+    groups: usize,
+) -> anyhow::Result<()> {
     let mut ns = Namespace::default();
     ns.metadata.name = Some(NS.into());
     Api::<Namespace>::all(client.clone())

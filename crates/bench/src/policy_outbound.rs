@@ -60,7 +60,8 @@ pub struct Args {
     route_changes: usize,
 }
 
-fn routes_api(client: &kube::Client) -> Api<DynamicObject> {
+/// Gateway API `HTTPRoute`s (`v1`) of namespace `ns`.
+pub fn routes_api(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
     let resource = ApiResource {
         group: "gateway.networking.k8s.io".into(),
         version: "v1".into(),
@@ -68,7 +69,7 @@ fn routes_api(client: &kube::Client) -> Api<DynamicObject> {
         kind: "HTTPRoute".into(),
         plural: "httproutes".into(),
     };
-    Api::namespaced_with(client.clone(), NS, &resource)
+    Api::namespaced_with(client.clone(), ns, &resource)
 }
 
 fn service_name(s: usize) -> String {
@@ -169,7 +170,7 @@ pub async fn run(
     let after = rss_bytes(pid).context("reading RSS")?;
     while events_rx.try_recv().is_ok() {}
 
-    let routes = routes_api(client);
+    let routes = routes_api(client, NS);
     let (observer, mut seen_rx) = observe_versions(routes.clone());
     tokio::time::sleep(Duration::from_secs(1)).await;
     while seen_rx.try_recv().is_ok() {}
@@ -260,7 +261,7 @@ async fn populate(
     for result in results {
         result?;
     }
-    let routes = routes_api(client);
+    let routes = routes_api(client, NS);
     for g in 0..groups {
         routes
             .create(&PostParams::default(), &route_object(g, groups, routed, 0)?)

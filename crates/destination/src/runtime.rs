@@ -276,8 +276,10 @@ fn slice_writer(args: &Args, registry: &mut Registry) -> Option<(SliceWriter, St
         );
         return None;
     };
-    let registry = args.export_queue_metrics.then_some(registry);
-    Some((SliceWriter::new(registry), claimant))
+    Some((
+        SliceWriter::new(registry, args.export_queue_metrics),
+        claimant,
+    ))
 }
 
 /// Runs the destination until SIGTERM/SIGINT.

@@ -149,6 +149,17 @@ impl Cluster {
         PortForward::start(self, ns, target, port)
     }
 
+    /// [`Self::port_forward`], or why it did not start (the pod it picked
+    /// went away, say) instead of a panic.
+    pub fn try_port_forward(
+        &self,
+        ns: &str,
+        target: &str,
+        port: u16,
+    ) -> Result<PortForward, String> {
+        PortForward::try_start(self, ns, target, port)
+    }
+
     /// A port-forward to one of Meridian's ports through its Deployment
     /// (kubectl picks a running pod, as `linkerd diagnostics` does).
     pub fn forward_to_meridian(&self, port: u16) -> PortForward {
@@ -231,6 +242,10 @@ pub struct PortForward {
 
 impl PortForward {
     fn start(cluster: &Cluster, ns: &str, target: &str, port: u16) -> Self {
+        Self::try_start(cluster, ns, target, port).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn try_start(cluster: &Cluster, ns: &str, target: &str, port: u16) -> Result<Self, String> {
         let mut child = Command::new(&cluster.kubectl)
             .args([
                 "port-forward",
@@ -245,8 +260,8 @@ impl PortForward {
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .unwrap_or_else(|e| panic!("running kubectl port-forward: {e}"));
-        let stdout = child.stdout.take().expect("piped stdout");
+            .map_err(|e| format!("running kubectl port-forward: {e}"))?;
+        let stdout = child.stdout.take().ok_or("no piped stdout")?;
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             // "Forwarding from 127.0.0.1:41234 -> 8086"; keep reading after
@@ -258,10 +273,13 @@ impl PortForward {
             }
         });
         match rx.recv_timeout(Duration::from_secs(60)) {
-            Ok(local) => Self { child, local },
+            Ok(local) => Ok(Self { child, local }),
             Err(_) => {
                 let _ = child.kill();
-                panic!("kubectl port-forward -n {ns} {target} :{port} did not start");
+                let _ = child.wait();
+                Err(format!(
+                    "kubectl port-forward -n {ns} {target} :{port} did not start"
+                ))
             }
         }
     }

@@ -40,10 +40,23 @@ impl ManagedProcess {
         log: &Path,
         lifetime: Lifetime,
     ) -> std::io::Result<Self> {
+        Self::spawn_with_env(name, program, args, &[], log, lifetime)
+    }
+
+    /// [`Self::spawn`] with `env` added to the child's environment.
+    pub fn spawn_with_env(
+        name: &str,
+        program: &Path,
+        args: &[String],
+        env: &[(String, String)],
+        log: &Path,
+        lifetime: Lifetime,
+    ) -> std::io::Result<Self> {
         let out = fs::OpenOptions::new().create(true).append(true).open(log)?;
         let err = out.try_clone()?;
         let mut command = Command::new(program);
         command.stdout(out).stderr(err);
+        command.envs(env.iter().map(|(k, v)| (k, v)));
         Self::start(name, command, args, log.to_path_buf(), lifetime)
     }
 

@@ -23,6 +23,11 @@ use crate::{
     webhook::PolicyValidator,
 };
 
+/// How long shutdown waits for the status writer to finish its current
+/// patch and release its Lease (each API call of the release is bounded by
+/// `--patch-timeout-ms`).
+const WRITER_STOP_GRACE: Duration = Duration::from_secs(10);
+
 /// The watches the status writer waits for before writing anything (and
 /// the Gateway API kinds' first determination, see [`gateway_watches`]).
 const STATUS_KINDS: [&str; 5] = [
@@ -160,11 +165,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 
     // The status writer: only the Lease holder writes (and none with
     // --status-writer-disabled, a shadow's flag).
-    if args.status_writer_disabled {
+    let writer_task = if args.status_writer_disabled {
         tracing::info!(
             "--status-writer-disabled: writing no status and taking no {} Lease",
             lease::LEASE_NAME
         );
+        None
     } else {
         let claimant = std::env::var("HOSTNAME")
             .ok()
@@ -173,11 +179,15 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         let patch_timeout = Duration::from_millis(args.patch_timeout_ms);
         let (leader_tx, leader_rx) = tokio::sync::watch::channel(false);
         let lease_params = lease::params(&args.control_plane_namespace, &claimant, patch_timeout);
-        tokio::spawn(lease::run(
+        // The election stops (and releases the Lease) only once the writer
+        // stopped: no patch of ours is in flight when another replica
+        // takes over.
+        let (stop_lease, lease_shutdown) = Shutdown::new();
+        let elector = tokio::spawn(lease::run(
             client.clone(),
             lease_params,
             leader_tx,
-            shutdown.clone(),
+            lease_shutdown,
         ));
         let writer = StatusWriter {
             client: client.clone(),
@@ -188,8 +198,13 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             patch_timeout,
             metrics: status_metrics,
         };
-        tokio::spawn(writer.run(shutdown.clone()));
-    }
+        let writer_shutdown = shutdown.clone();
+        Some(tokio::spawn(async move {
+            writer.run(writer_shutdown).await;
+            stop_lease.trigger();
+            let _ = elector.await;
+        }))
+    };
 
     let grpc_listener = tokio::net::TcpListener::bind(args.grpc_addr)
         .await
@@ -270,6 +285,13 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .await
     };
     tokio::try_join!(grpc, admin, webhook)?;
+    // The writer finishes its current patch, then the Lease is released so
+    // another replica takes over at once.
+    if let Some(task) = writer_task
+        && tokio::time::timeout(WRITER_STOP_GRACE, task).await.is_err()
+    {
+        tracing::warn!("the status writer did not stop in time");
+    }
     tracing::info!("stopped");
     Ok(())
 }

@@ -254,7 +254,15 @@ pub async fn run(
         }
     }
     if *leader.borrow() {
+        // Followers of `leader` stop writing before the Lease is free.
         leader.send_replace(false);
+        tracing::info!(
+            leader = false,
+            claimant = %params.claimant,
+            lease = %params.name,
+            "{} leadership changed (shutting down)",
+            params.component
+        );
         let release = async {
             let lease = api.get_opt(&params.name).await?;
             let holds = lease

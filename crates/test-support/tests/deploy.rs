@@ -343,6 +343,7 @@ async fn deploy_manifests_apply_cleanly() {
         "overlays/no-proxy",
         "overlays/with-proxy",
         "overlays/ha",
+        "overlays/ha-one-node",
         "overlays/cert-manager",
     ] {
         let (yaml, objects) = kustomize(cluster, dir);
@@ -356,11 +357,8 @@ async fn deploy_manifests_apply_cleanly() {
             "linkerd-sp-validator-webhook-config",
             "linkerd-policy-validator-webhook-config",
         ];
-        let (replicas, policy) = if dir == "overlays/ha" {
-            (3, "Fail")
-        } else {
-            (1, "Ignore")
-        };
+        let ha = dir.starts_with("overlays/ha");
+        let (replicas, policy) = if ha { (3, "Fail") } else { (1, "Ignore") };
         let deployment = find(&objects, "Deployment", "linkerd-destination");
         assert_eq!(deployment["spec"]["replicas"], replicas, "{dir}");
         for hook in hooks {
@@ -369,8 +367,18 @@ async fn deploy_manifests_apply_cleanly() {
             let inject = &hook["metadata"]["annotations"]["cert-manager.io/inject-ca-from"];
             assert_eq!(inject.is_string(), dir == "overlays/cert-manager", "{dir}");
         }
-        if dir == "overlays/ha" {
-            assert!(pod["affinity"]["podAntiAffinity"].is_object());
+        if ha {
+            let anti = &pod["affinity"]["podAntiAffinity"];
+            assert!(anti.is_object(), "{dir}");
+            // One replica per node is required, except on one node.
+            let required = &anti["requiredDuringSchedulingIgnoredDuringExecution"];
+            assert_eq!(required.is_array(), dir == "overlays/ha", "{dir}");
+            let preferred = anti["preferredDuringSchedulingIgnoredDuringExecution"].to_string();
+            assert_eq!(
+                preferred.contains("kubernetes.io/hostname"),
+                dir == "overlays/ha-one-node",
+                "{dir}"
+            );
         }
         let crds = objects
             .iter()

@@ -170,6 +170,8 @@ impl World {
 pub struct Wrong {
     pub target: Target,
     pub connected: bool,
+    /// The replica the stream is on (or last tried).
+    pub replica: Option<usize>,
     pub held: String,
     pub expected: String,
     pub last_error: Option<String>,
@@ -202,6 +204,7 @@ pub fn wrong_streams(
             wrong.push(Wrong {
                 target: stream.target.clone(),
                 connected: h.connected,
+                replica: h.replica,
                 held: match expected {
                     Expected::Addrs(_) => format_addrs(&h.addrs),
                     Expected::Profile(_) => h
@@ -243,6 +246,25 @@ pub struct AuditResult {
     pub wrong_at_first: Vec<Wrong>,
     /// Streams still wrong at the deadline.
     pub stale: Vec<Wrong>,
+    /// Per replica (by index; `None`: not yet on any): streams audited on
+    /// it at the end, and how many of them were stale.
+    pub per_replica: BTreeMap<Option<usize>, (usize, usize)>,
+}
+
+/// Streams audited and stale, per replica, at the end of an audit.
+fn per_replica(
+    streams: &[Stream],
+    stale: &[Wrong],
+    skip: &dyn Fn(&Target) -> bool,
+) -> BTreeMap<Option<usize>, (usize, usize)> {
+    let mut counts: BTreeMap<Option<usize>, (usize, usize)> = BTreeMap::new();
+    for stream in streams.iter().filter(|s| !skip(&s.target)) {
+        counts.entry(stream.holding().replica).or_default().0 += 1;
+    }
+    for wrong in stale {
+        counts.entry(wrong.replica).or_default().1 += 1;
+    }
+    counts
 }
 
 /// Lists the truth once (nothing writes during an audit), then waits until
@@ -271,6 +293,7 @@ pub async fn wait_for_quiet(
                     audited,
                     correct_at: Some(since),
                     wrong_at_first: std::mem::take(first),
+                    per_replica: per_replica(streams, &[], skip),
                     stale: Vec::new(),
                 });
             }
@@ -281,6 +304,7 @@ pub async fn wait_for_quiet(
                     audited,
                     correct_at: None,
                     wrong_at_first: std::mem::take(first),
+                    per_replica: per_replica(streams, &wrong, skip),
                     stale: wrong,
                 });
             }

@@ -1,7 +1,8 @@
 //! The soak's clients: `Get` and `GetProfile` streams that behave as proxies
-//! do (reconnect with a small backoff when a stream ends or fails, and start
-//! over from the full state a new stream sends), some of them slow readers
-//! and some stalled on command. What a stream holds is built only from what
+//! do (reconnect with a small backoff when a stream ends or fails, to the
+//! replica the [`Directory`] picks, as a proxy's balancer over the headless
+//! Service's addresses does, and start over from the full state a new
+//! stream sends), some of them slow readers and some stalled on command. What a stream holds is built only from what
 //! it was sent: `Add` adds addresses, `Remove` removes them, `NoEndpoints`
 //! clears them; a profile stream holds the last profile, a `WatchPort`
 //! stream (on the policy controller) the last inbound server.
@@ -12,6 +13,8 @@ use std::{
     sync::{Arc, Mutex, MutexGuard},
     time::Duration,
 };
+
+use super::replicas::{Api, Directory};
 
 use linkerd2_proxy_api::destination::{
     DestinationProfile, GetDestination, Update, destination_client::DestinationClient, update,
@@ -73,6 +76,8 @@ pub enum Reader {
 pub struct Holding {
     /// A stream is open (its response headers arrived).
     pub connected: bool,
+    /// The replica serving the open stream (or last tried).
+    pub replica: Option<usize>,
     /// `Get`: the addresses held.
     pub addrs: BTreeSet<SocketAddr>,
     /// `GetProfile`: the last profile received.
@@ -110,25 +115,11 @@ fn lock(holding: &Mutex<Holding>) -> MutexGuard<'_, Holding> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Lazily connected channels (they reconnect by themselves after a server
-/// restart on the same address).
-pub fn channels(addr: SocketAddr, n: usize) -> anyhow::Result<Vec<tonic::transport::Channel>> {
-    (0..n.max(1))
-        .map(|_| {
-            Ok(
-                tonic::transport::Endpoint::from_shared(format!("http://{addr}"))?
-                    .connect_timeout(Duration::from_secs(2))
-                    .http2_keep_alive_interval(Duration::from_secs(10))
-                    .keep_alive_timeout(Duration::from_secs(5))
-                    .connect_lazy(),
-            )
-        })
-        .collect()
-}
-
-/// Starts a stream's task and returns its handle.
+/// Starts a stream's task (the `i`-th stream, on connection `i` of
+/// whichever replica `directory` picks) and returns its handle.
 pub fn spawn(
-    channel: tonic::transport::Channel,
+    directory: Arc<Directory>,
+    i: usize,
     target: Target,
     reader: Reader,
     stall: watch::Receiver<bool>,
@@ -137,12 +128,22 @@ pub fn spawn(
     let holding = Arc::new(Mutex::new(Holding::default()));
     let task_holding = holding.clone();
     let task_target = target.clone();
+    let api = match target {
+        Target::Inbound { .. } => Api::Policy,
+        _ => Api::Destination,
+    };
     tokio::spawn(async move {
-        let mut client = DestinationClient::new(channel.clone());
-        let mut inbound = InboundServerPoliciesClient::new(channel);
         let mut rng = Rng::new(seed);
         let mut backoff = Duration::from_millis(100);
+        let mut current = None;
         loop {
+            let replica = directory.pick(current, &mut rng);
+            current = Some(replica);
+            lock(&task_holding).replica = Some(replica);
+            let channel = directory.channel(replica, api, i);
+            let mut client = DestinationClient::new(channel.clone());
+            let mut inbound = InboundServerPoliciesClient::new(channel);
+            let attached = Attached::new(&directory, replica);
             let received = match &task_target {
                 Target::Get {
                     service,
@@ -217,6 +218,7 @@ pub fn spawn(
                     }
                 }
             };
+            drop(attached);
             lock(&task_holding).connected = false;
             // As proxies do: retry soon, back off while failing.
             if received > 0 {
@@ -231,6 +233,25 @@ pub fn spawn(
         target,
         reader,
         holding,
+    }
+}
+
+/// A stream counted on its replica while it lives (the balancer's load).
+struct Attached<'a> {
+    directory: &'a Directory,
+    replica: usize,
+}
+
+impl<'a> Attached<'a> {
+    fn new(directory: &'a Directory, replica: usize) -> Self {
+        directory.attach(replica, true);
+        Self { directory, replica }
+    }
+}
+
+impl Drop for Attached<'_> {
+    fn drop(&mut self) {
+        self.directory.attach(self.replica, false);
     }
 }
 

@@ -1,21 +1,18 @@
-//! The servers under test as restartable processes on fixed addresses, and
-//! the faults the soak injects: kube-apiserver stopped and started; etcd
-//! compacted and the apiserver restarted (so watches resume from a
-//! compacted revision, get `410 Gone` and relist); the destination killed
-//! (SIGKILL) and restarted on the same address; the policy controller
-//! stopped for a while and restarted.
+//! The faults the soak injects, each kind in turn: kube-apiserver stopped
+//! and started; etcd compacted and the apiserver restarted (so watches
+//! resume from a compacted revision, get `410 Gone` and relist); one
+//! replica's destination killed (SIGKILL) and restarted on the same
+//! address; one replica's policy controller stopped for a while and
+//! restarted; and, with several replicas, a whole replica SIGKILLed under
+//! load (its clients move to the others), every replica restarted one
+//! after another (a rolling update), and the holders of the two writers'
+//! Leases SIGKILLed (the other replicas take over). How each is injected
+//! is [`super::inject`].
 
-use std::{
-    net::SocketAddr,
-    path::{Path, PathBuf},
-    time::Duration,
-};
+use std::time::Duration;
 
 use anyhow::{Context, bail};
-use local_cluster::{Cluster, Lifetime, ManagedProcess};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-use crate::{common::wait_ready, stats::rss_bytes};
 
 /// The kinds of fault, injected in this order, round robin.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -24,14 +21,27 @@ pub enum Fault {
     CompactionRelist,
     DestinationKill,
     PolicyControllerDown,
+    ReplicaKill,
+    RollingRestart,
+    LeaseHoldersKill,
 }
 
-pub const FAULTS: [Fault; 4] = [
+/// Every kind, in order.
+pub const FAULTS: [Fault; 7] = [
     Fault::ApiserverRestart,
     Fault::CompactionRelist,
     Fault::DestinationKill,
     Fault::PolicyControllerDown,
+    Fault::ReplicaKill,
+    Fault::RollingRestart,
+    Fault::LeaseHoldersKill,
 ];
+
+/// The kinds a run with `replicas` replicas injects (the last three need
+/// another replica to move to).
+pub fn kinds(replicas: usize) -> &'static [Fault] {
+    if replicas > 1 { &FAULTS } else { &FAULTS[..4] }
+}
 
 impl std::fmt::Display for Fault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -40,120 +50,10 @@ impl std::fmt::Display for Fault {
             Fault::CompactionRelist => "etcd compaction + apiserver restart (410 Gone, relist)",
             Fault::DestinationKill => "destination SIGKILL + restart",
             Fault::PolicyControllerDown => "policy controller down, then restarted",
+            Fault::ReplicaKill => "replica SIGKILLed under load, clients move, then back",
+            Fault::RollingRestart => "rolling restart of every replica",
+            Fault::LeaseHoldersKill => "both writers' Lease holders SIGKILLed, others take over",
         })
-    }
-}
-
-/// A server under test: always started with the same flags and addresses.
-pub struct Server {
-    pub name: String,
-    bin: PathBuf,
-    args: Vec<String>,
-    log: PathBuf,
-    pub grpc: SocketAddr,
-    pub admin: SocketAddr,
-    process: Option<ManagedProcess>,
-    /// Restarts (not counting the first start).
-    pub restarts: u32,
-    /// RSS right after the soak's streams were opened.
-    pub rss_start: Option<u64>,
-}
-
-impl Server {
-    /// `bin --kubeconfig … --<grpc_flag>=<grpc> --admin-addr=<admin> extra…`.
-    pub fn new(
-        cluster: &Cluster,
-        bin: &Path,
-        grpc_flag: &str,
-        extra: &[String],
-    ) -> anyhow::Result<Self> {
-        let name = bin
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "server".into());
-        let grpc = crate::common::free_addr()?;
-        let admin = crate::common::free_addr()?;
-        let mut args = vec![
-            format!("--kubeconfig={}", cluster.kubeconfig_path().display()),
-            format!("--{grpc_flag}={grpc}"),
-            format!("--admin-addr={admin}"),
-            "--log-level=warn".to_string(),
-        ];
-        args.extend(extra.iter().cloned());
-        Ok(Self {
-            log: cluster.work_dir().join(format!("{name}.log")),
-            name,
-            bin: bin.to_path_buf(),
-            args,
-            grpc,
-            admin,
-            process: None,
-            restarts: 0,
-            rss_start: None,
-        })
-    }
-
-    /// Starts the process and waits for `/ready`.
-    pub async fn start(&mut self) -> anyhow::Result<()> {
-        if self.process.is_some() {
-            bail!("{} is already running", self.name);
-        }
-        let process =
-            ManagedProcess::spawn(&self.name, &self.bin, &self.args, &self.log, Lifetime::Tied)
-                .with_context(|| format!("starting {}", self.name))?;
-        self.process = Some(process);
-        wait_ready(&self.name, self.admin).await
-    }
-
-    /// Starts it again after a stop or a kill.
-    pub async fn restart(&mut self) -> anyhow::Result<()> {
-        self.restarts += 1;
-        self.start().await
-    }
-
-    /// SIGKILL, as a crash would.
-    pub fn kill(&mut self) {
-        if let Some(mut process) = self.process.take() {
-            process.kill();
-        }
-    }
-
-    /// SIGTERM, then SIGKILL after 10 s.
-    pub fn stop(&mut self) {
-        if let Some(mut process) = self.process.take() {
-            process.stop(Duration::from_secs(10));
-        }
-    }
-
-    /// Resident memory now, if running.
-    pub fn rss(&self) -> Option<u64> {
-        rss_bytes(self.process.as_ref()?.pid()?)
-    }
-
-    /// Whether the process exited on its own.
-    pub fn exited(&mut self) -> Option<String> {
-        let process = self.process.as_mut()?;
-        let status = process.exit_status()?;
-        Some(format!(
-            "{} exited ({status}); last log lines:\n{}",
-            self.name,
-            process.log_tail(20)
-        ))
-    }
-
-    /// The sum of a Prometheus counter family on `/metrics` (0 if absent).
-    pub async fn metric_sum(&self, family: &str) -> f64 {
-        let Ok((200, body)) = local_cluster::probe::http_get(self.admin, "/metrics").await else {
-            return 0.0;
-        };
-        body.lines()
-            .filter(|l| !l.starts_with('#'))
-            .filter(|l| {
-                l.strip_prefix(family)
-                    .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
-            })
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
     }
 }
 

@@ -1,25 +1,39 @@
-//! `meridian-bench soak`: churn and faults against the destination and the
-//! policy controller (as processes, the destination following the policy
-//! controller's link) on the local control plane, auditing every open
-//! stream against the truth listed from the API.
+//! `meridian-bench soak`: churn and faults against replicas of the
+//! destination and the policy controller (as processes, each destination
+//! following its own replica's policy controller's link, as in the pod)
+//! on the local control plane, auditing every open stream against the
+//! truth listed from the API.
 //!
-//! A seeded random sequence of operations ([`ops`]) runs in segments; after
-//! each segment but the last a fault ([`faults`]) is injected; after each
-//! fault and at the end the soak waits for quiet and audits every stream
-//! ([`audit`]). Prints figures ([`report`]); times are never asserted, but
-//! the run fails if any stream is still stale when an audit's deadline
-//! passes.
+//! A seeded random sequence of operations ([`ops`], and every tenth one
+//! for the leader-elected writers, [`writers`]) runs in segments; after
+//! each segment but the last a fault ([`faults`], injected by [`inject`])
+//! is injected; after each fault and at the end the soak waits for quiet
+//! and audits every stream ([`audit`]), per replica, and what the writers
+//! wrote. Clients spread over the replicas and move when theirs goes, as
+//! proxies over the headless Service's addresses do
+//! ([`replicas::Directory`]). At the end the servers' logs are read to
+//! check that no two replicas ever held a writer's Lease at once and that
+//! only the holder wrote ([`leases`]). Prints figures ([`report`]); times
+//! are never asserted, but the run fails if any stream is still stale when
+//! an audit's deadline passes, if the writers are still wrong then, or if
+//! the Lease check fails.
 
 mod audit;
 mod client;
 mod faults;
+mod inject;
+mod leases;
 mod ops;
+mod replicas;
 mod report;
 mod rng;
+pub(crate) mod server;
 mod truth;
+mod writers;
 
 use std::{
     path::PathBuf,
+    sync::Arc,
     time::{Duration, Instant},
 };
 
@@ -28,10 +42,13 @@ use tokio::sync::watch;
 
 use self::{
     client::{Reader, Stream, Target},
-    faults::{FAULTS, Fault, Server},
+    faults::Fault,
+    leases::LeaseWatch,
     ops::Workload,
+    replicas::{Binaries, Directory, Replica},
     report::{AuditRecord, mib},
     rng::Rng,
+    writers::Writers,
 };
 
 /// The soak's namespace.
@@ -63,9 +80,13 @@ pub struct Args {
     /// Services (a fifth of them, at least 2, followed by `GetProfile`).
     #[arg(long, default_value_t = 40)]
     services: usize,
-    /// Faults, each kind in turn (4 kinds: 4 injects each once).
-    #[arg(long, default_value_t = 8)]
+    /// Faults, each kind in turn (7 kinds with 2 replicas or more, 4 with
+    /// one: 7 injects each once).
+    #[arg(long, default_value_t = 14)]
     faults: usize,
+    /// Replicas of the pod (a destination and a policy controller each).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u8).range(1..=9))]
+    replicas: u8,
     /// How long an audit waits for every stream to be correct.
     #[arg(long, default_value_t = 60)]
     quiet_timeout_secs: u64,
@@ -90,8 +111,10 @@ struct Soak {
     cluster: local_cluster::Cluster,
     client: kube::Client,
     workload: Workload,
-    destination: Server,
-    policy: Server,
+    writers: Writers,
+    replicas: Vec<Replica>,
+    directory: Arc<Directory>,
+    leases: LeaseWatch,
     streams: Vec<Stream>,
     stall: watch::Sender<bool>,
     deadline: Duration,
@@ -99,6 +122,8 @@ struct Soak {
     verbose: bool,
     /// Faults injected, by kind.
     faults: Vec<Fault>,
+    /// Lease takeovers after their holder was killed (Lease, time).
+    takeovers: Vec<(&'static str, Duration)>,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
@@ -108,8 +133,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             .map_or(1, |d| d.as_nanos() as u64)
     });
     let profiled = (args.services / 5).max(2).min(args.services);
+    let n_replicas = usize::from(args.replicas);
     println!(
-        "soak: seed {seed}; {} ops, {} faults, {} Get + {} GetProfile streams over {} connections, {} WatchPort streams; {} Services ({profiled} with ServiceProfiles), {} policy pods",
+        "soak: seed {seed}; {} replicas; {} ops, {} faults, {} Get + {} GetProfile streams over {} connections per replica, {} WatchPort streams; {} Services ({profiled} with ServiceProfiles), {} policy pods",
+        n_replicas,
         args.ops,
         args.faults,
         args.streams,
@@ -129,60 +156,56 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         args.policy_pods,
         Rng::new(rng.next_u64()),
     );
+    let mut writers = Writers::new(client.clone(), Rng::new(rng.next_u64()));
     let setup = Instant::now();
     workload.populate().await?;
+    writers.populate().await?;
     println!(
         "  cluster populated in {:.1}s",
         setup.elapsed().as_secs_f64()
     );
 
-    let mut policy = Server::new(
-        &cluster,
-        &args.policy_bin,
-        "grpc-addr",
-        &[
-            format!("--control-plane-namespace={NS}"),
-            "--admission-controller-disabled".to_string(),
-        ],
-    )?;
-    policy.start().await?;
-    let mut destination = Server::new(
-        &cluster,
-        &args.destination_bin,
-        "addr",
-        &[
-            format!("--policy-addr=http://{}", policy.grpc),
-            format!("--enable-ipv6={ENABLE_IPV6}"),
-        ],
-    )?;
-    destination.start().await?;
+    let bins = Binaries {
+        destination: &args.destination_bin,
+        policy: &args.policy_bin,
+        enable_ipv6: ENABLE_IPV6,
+    };
+    let mut replicas = (0..n_replicas)
+        .map(|i| Replica::new(&cluster, i, &bins))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    for replica in &mut replicas {
+        replica.start().await?;
+    }
+    let leases = LeaseWatch::start(client.clone());
 
     let (stall, stall_rx) = watch::channel(false);
-    let streams = open_streams(
-        &args,
-        &workload,
-        (destination.grpc, policy.grpc),
-        &stall_rx,
-        &mut rng,
-    )?;
+    let directory = Arc::new(Directory::new(&replicas, args.connections)?);
+    let streams = open_streams(&args, &workload, &directory, &stall_rx, &mut rng);
     let mut soak = Soak {
         cluster,
         client,
         workload,
-        destination,
-        policy,
+        writers,
+        replicas,
+        directory,
+        leases,
         streams,
         stall,
         deadline: Duration::from_secs(args.quiet_timeout_secs),
         audits: Vec::new(),
         verbose: args.verbose,
         faults: Vec::new(),
+        takeovers: Vec::new(),
     };
     let started = Instant::now();
     soak.audit("start", started, None).await?;
-    soak.destination.rss_start = soak.destination.rss();
-    soak.policy.rss_start = soak.policy.rss();
+    for replica in &mut soak.replicas {
+        for server in replica.servers_mut() {
+            server.rss_start = server.rss();
+        }
+    }
 
+    let kinds = faults::kinds(n_replicas);
     let segments = args.faults + 1;
     for segment in 0..segments {
         let ops = args.ops / segments + usize::from(segment < args.ops % segments);
@@ -191,24 +214,31 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         soak.stall.send_replace(stalled);
         crate::ends::phase("operations", false);
         for _ in 0..ops {
-            soak.workload.step().await;
+            soak.step().await;
         }
         soak.stall.send_replace(false);
         if segment + 1 < segments {
-            let fault = FAULTS[segment % FAULTS.len()];
+            let fault = kinds[segment % kinds.len()];
             soak.inject(fault, segment + 1).await?;
         }
     }
     crate::ends::phase("final audit", false);
     soak.audit("final", Instant::now(), None).await?;
+    let lease_failures = soak.check_leases();
     soak.report(seed, started.elapsed());
     crate::ends::report();
     crate::ends::phase("teardown", true);
 
     let stale: usize = soak.audits.iter().map(|a| a.stale.len()).sum();
     let final_stale = soak.audits.last().map_or(0, |a| a.stale.len());
-    soak.destination.stop();
-    soak.policy.stop();
+    let writers_wrong = soak
+        .audits
+        .iter()
+        .filter(|a| a.writers.as_ref().is_some_and(|(w, _)| !w.is_empty()))
+        .count();
+    for replica in &mut soak.replicas {
+        replica.stop().await;
+    }
     drop(soak);
     if args.keep {
         println!("  logs kept in {}", work_dir.display());
@@ -220,20 +250,29 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             "{stale} stale or wrong streams over all audits ({final_stale} at the final one); replay with --seed {seed}"
         );
     }
+    if writers_wrong > 0 {
+        bail!(
+            "the writers were still wrong at the deadline of {writers_wrong} audits; replay with --seed {seed}"
+        );
+    }
+    if lease_failures > 0 {
+        bail!(
+            "the Lease check failed {lease_failures} times (two holders at once, or a write outside a term); replay with --seed {seed}"
+        );
+    }
     Ok(())
 }
 
-/// Opens the `Get` and `GetProfile` streams, spread over the targets and
-/// the connections; one in ten reads slowly, one in ten can be stalled.
+/// Opens the `Get`, `GetProfile` and `WatchPort` streams, spread over the
+/// targets, the replicas and their connections; one in ten reads slowly,
+/// one in ten can be stalled.
 fn open_streams(
     args: &Args,
     workload: &Workload,
-    (destination, policy): (std::net::SocketAddr, std::net::SocketAddr),
+    directory: &Arc<Directory>,
     stall: &watch::Receiver<bool>,
     rng: &mut Rng,
-) -> anyhow::Result<Vec<Stream>> {
-    let channels = client::channels(destination, args.connections)?;
-    let policy_channels = client::channels(policy, (args.connections / 4).max(1))?;
+) -> Vec<Stream> {
     let mut targets = Vec::new();
     for service in workload.service_names() {
         for port in [80, 9000, 81] {
@@ -279,45 +318,56 @@ fn open_streams(
             1 => Reader::Stallable,
             _ => Reader::Normal,
         };
-        let channel = match target {
-            Target::Inbound { .. } => policy_channels[i % policy_channels.len()].clone(),
-            _ => channels[i % channels.len()].clone(),
-        };
         streams.push(client::spawn(
-            channel,
+            directory.clone(),
+            i,
             target,
             reader,
             stall.clone(),
             rng.next_u64(),
         ));
     }
-    Ok(streams)
+    streams
 }
 
 impl Soak {
-    /// Waits for quiet and audits every stream (but those `skip` names).
+    /// One operation; every tenth is also one of the writers'.
+    async fn step(&mut self) {
+        self.workload.step().await;
+        if self.workload.total().is_multiple_of(10) {
+            self.writers.step().await;
+        }
+    }
+
+    /// Waits for quiet and audits every stream, and the writers.
     async fn audit(
         &mut self,
         label: &str,
         fault_at: Instant,
         recovered_at: Option<Instant>,
     ) -> anyhow::Result<()> {
-        self.audit_skipping(label, fault_at, recovered_at, &|_| false)
+        self.audit_skipping(label, fault_at, recovered_at, &|_| false, true)
             .await
     }
 
+    /// Waits for quiet and audits every stream but those `skip` names, and
+    /// the writers if `writers`.
     async fn audit_skipping(
         &mut self,
         label: &str,
         fault_at: Instant,
         recovered_at: Option<Instant>,
         skip: &dyn Fn(&Target) -> bool,
+        writers: bool,
     ) -> anyhow::Result<()> {
-        for server in [&mut self.destination, &mut self.policy] {
-            if let Some(exit) = server.exited() {
-                bail!("{exit}");
+        for replica in &mut self.replicas {
+            for server in replica.servers_mut() {
+                if let Some(exit) = server.exited() {
+                    bail!("{exit}");
+                }
             }
         }
+        let started = Instant::now();
         let result = audit::wait_for_quiet(
             &self.client,
             &self.streams,
@@ -326,6 +376,11 @@ impl Soak {
             skip,
         )
         .await?;
+        let writers = if writers {
+            Some(self.wait_writers(fault_at, started + self.deadline).await?)
+        } else {
+            None
+        };
         let record = AuditRecord {
             label: label.to_string(),
             after_fault: label.starts_with("fault"),
@@ -338,6 +393,8 @@ impl Soak {
             from_recovery: recovered_at
                 .zip(result.correct_at)
                 .map(|(back, at)| at.saturating_duration_since(back)),
+            per_replica: result.per_replica,
+            writers,
         };
         record.print();
         if self.verbose {
@@ -359,70 +416,106 @@ impl Soak {
         Ok(())
     }
 
-    /// Injects one fault, lets it heal, then audits.
-    async fn inject(&mut self, fault: Fault, n: usize) -> anyhow::Result<()> {
-        println!("  fault {n}: {fault} (after {} ops)", self.workload.total());
-        self.faults.push(fault);
-        let label = format!("fault {n}: {fault}");
-        // Streams end when a server goes away: expected until the audit
-        // after the fault found every stream correct again.
-        crate::ends::phase(&label, true);
-        let at = Instant::now();
-        match fault {
-            Fault::ApiserverRestart => {
-                self.cluster.stop_apiserver();
-                tokio::time::sleep(Duration::from_secs(3)).await;
-                self.cluster.start_apiserver().await?;
-                self.audit(&label, at, Some(Instant::now())).await
-            }
-            Fault::CompactionRelist => {
-                let restarts = self
-                    .destination
-                    .metric_sum("index_watch_restarts_total")
-                    .await;
-                let revision = faults::compact_etcd(&self.cluster.etcd_url()).await?;
-                // One more write, so every watcher's resourceVersion is
-                // older than the store's oldest.
-                self.bump().await?;
-                self.cluster.stop_apiserver();
-                self.cluster.start_apiserver().await?;
-                let back = Instant::now();
-                self.audit(&label, at, Some(back)).await?;
-                let after = self
-                    .destination
-                    .metric_sum("index_watch_restarts_total")
-                    .await;
-                println!(
-                    "    etcd compacted at revision {revision}; the destination's watch restarts: +{}",
-                    after - restarts
-                );
-                Ok(())
-            }
-            Fault::DestinationKill => {
-                self.destination.kill();
-                // Changes while it is down must be there when it is back.
-                for _ in 0..10 {
-                    self.workload.step().await;
+    /// Waits until what the writers wrote is correct (or `deadline`);
+    /// returns what is still wrong and when it was found correct (from
+    /// `since`). Also checks that exactly one running replica leads each
+    /// writer by its metrics once correct.
+    async fn wait_writers(
+        &self,
+        since: Instant,
+        deadline: Instant,
+    ) -> anyhow::Result<(Vec<String>, Option<Duration>)> {
+        loop {
+            let mut wrong = self.writers.check().await?;
+            if wrong.is_empty() {
+                let at = since.elapsed();
+                for (family, what) in [
+                    ("policy_resource_status_leader", "the status writer"),
+                    ("endpointslice_writer_leader", "the EndpointSlice writer"),
+                ] {
+                    let mut leaders = 0.0;
+                    for replica in self.replicas.iter().filter(|r| r.up()) {
+                        for server in replica.servers() {
+                            leaders += server.metric_sum(family).await;
+                        }
+                    }
+                    // 0 leaders is a takeover in progress (a Lease not yet
+                    // expired); 2 would be two writers.
+                    if leaders > 1.0 {
+                        wrong.push(format!("{leaders} replicas lead {what} ({family})"));
+                    }
                 }
-                self.destination.restart().await?;
-                self.audit(&label, at, Some(Instant::now())).await
-            }
-            Fault::PolicyControllerDown => {
-                self.policy.stop();
-                for _ in 0..10 {
-                    self.workload.step().await;
+                if wrong.is_empty() {
+                    return Ok((wrong, Some(at)));
                 }
-                // The destination keeps serving Get and GetProfile meanwhile
-                // (WatchPort streams, served by the policy controller, wait).
-                self.audit_skipping(&format!("{label} (while down)"), at, None, &|t| {
-                    matches!(t, Target::Inbound { .. })
-                })
-                .await?;
-                self.policy.restart().await?;
-                self.audit(&format!("{label} (back)"), at, Some(Instant::now()))
-                    .await
             }
+            if Instant::now() >= deadline {
+                return Ok((wrong, None));
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
         }
+    }
+
+    /// Reads every server's log and checks both Leases (printed); returns
+    /// the failures (overlapping terms, writes outside a term).
+    fn check_leases(&self) -> usize {
+        let logs: Vec<leases::LeaseLog> = self
+            .replicas
+            .iter()
+            .flat_map(|r| {
+                [
+                    (leases::SLICES_LEASE, &r.destination),
+                    (leases::STATUS_LEASE, &r.policy),
+                ]
+                .map(|(lease, server)| leases::LeaseLog {
+                    lease,
+                    replica: r.name.clone(),
+                    path: server.log.clone(),
+                    killed_at: server.killed_at.clone(),
+                })
+            })
+            .collect();
+        let reports = leases::check_logs(&logs);
+        let changes = self.leases.changes();
+        let mut failures = 0;
+        for (lease, report) in &reports {
+            let holders: Vec<String> = changes
+                .iter()
+                .filter(|c| c.lease == *lease)
+                .map(|c| {
+                    format!(
+                        "{} (transitions {})",
+                        c.holder.as_deref().unwrap_or("released"),
+                        c.transitions
+                    )
+                })
+                .collect();
+            let writes: Vec<String> = report
+                .writes
+                .iter()
+                .map(|(r, n)| format!("{r} {n}"))
+                .collect();
+            let takeovers: Vec<String> = self
+                .takeovers
+                .iter()
+                .filter(|(l, _)| l == lease)
+                .map(|(_, d)| format!("{:.1}s", d.as_secs_f64()))
+                .collect();
+            println!(
+                "  Lease {lease}: {} terms in the logs, {} overlapping (goal 0); writes {} ({} outside a term, goal 0); holders as polled: {}; takeovers after the holder was killed: [{}]",
+                report.terms.len(),
+                report.overlaps.len(),
+                writes.join(", "),
+                report.stray_writes.len(),
+                holders.join(" → "),
+                takeovers.join(", ")
+            );
+            for problem in report.overlaps.iter().chain(&report.stray_writes).take(10) {
+                println!("    LEASE CHECK: {problem}");
+            }
+            failures += report.overlaps.len() + report.stray_writes.len();
+        }
+        failures
     }
 
     /// Writes a ConfigMap (moves etcd's revision on).
@@ -487,30 +580,45 @@ impl Soak {
         for error in &self.workload.first_errors {
             println!("    error: {error}");
         }
-        let mut kinds: Vec<String> = FAULTS
+        let writer_counts: Vec<String> = self
+            .writers
+            .counts
+            .iter()
+            .map(|(op, n)| format!("{op:?} {n}"))
+            .collect();
+        println!(
+            "  writer operations: {} ({}); API errors {}",
+            self.writers.total(),
+            writer_counts.join(", "),
+            self.writers.errors
+        );
+        let mut kinds: Vec<String> = faults::FAULTS
             .iter()
             .map(|f| format!("{f}: {}", self.faults.iter().filter(|x| *x == f).count()))
             .collect();
         kinds.retain(|k| !k.ends_with(": 0"));
         println!("  faults: {} ({})", self.faults.len(), kinds.join("; "));
         println!(
-            "  streams: {} ({gets} Get, {profiles} GetProfile, {} WatchPort; {slow} slow readers, {stallable} stalled every other segment); {messages} messages, {reconnects} reconnects, {anomalies} anomalies (Remove of an address not held)",
+            "  streams: {} ({gets} Get, {profiles} GetProfile, {} WatchPort; {slow} slow readers, {stallable} stalled every other segment); {messages} messages, {reconnects} reconnects, {anomalies} anomalies (Remove of an address not held); now open per replica {:?}",
             self.streams.len(),
             self.streams.len() - gets - profiles,
+            self.directory.attached(),
         );
         println!(
             "  audits: {}; stale or wrong streams: {stale} (goal 0)",
             self.audits.len()
         );
         report::print_convergence(&self.audits);
-        for server in [&self.destination, &self.policy] {
-            println!(
-                "  {} RSS: {} at start, {} at end; restarts {}",
-                server.name,
-                mib(server.rss_start),
-                mib(server.rss()),
-                server.restarts
-            );
+        for replica in &self.replicas {
+            for server in replica.servers() {
+                println!(
+                    "  {} RSS: {} at start, {} at end; restarts {}",
+                    server.name,
+                    mib(server.rss_start),
+                    mib(server.rss()),
+                    server.restarts
+                );
+            }
         }
         println!("  seed: {seed} (replay with --seed {seed})");
     }

@@ -880,7 +880,7 @@ impl Workload {
     }
 }
 
-fn apply_params() -> PatchParams {
+pub(super) fn apply_params() -> PatchParams {
     PatchParams::apply(FIELD_MANAGER).force()
 }
 
@@ -915,7 +915,7 @@ async fn delete_pod(pods: &Api<Pod>, name: &str) -> anyhow::Result<()> {
     }
 }
 
-async fn delete<K>(api: &Api<K>, name: &str) -> anyhow::Result<()>
+pub(super) async fn delete<K>(api: &Api<K>, name: &str) -> anyhow::Result<()>
 where
     K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {

@@ -1,8 +1,8 @@
-//! The soak's printed figures: per audit, per fault, and the totals
-//! (operations, streams, stale streams, convergence times, RSS, restarts,
-//! the seed).
+//! The soak's printed figures: per audit (and per replica), per fault,
+//! and the totals (operations, streams, stale streams, convergence times,
+//! RSS, restarts, the writers' Leases, the seed).
 
-use std::time::Duration;
+use std::{collections::BTreeMap, time::Duration};
 
 use super::audit::Wrong;
 use crate::stats::{ms, percentile};
@@ -24,6 +24,11 @@ pub struct AuditRecord {
     pub from_fault: Option<Duration>,
     /// From the fault's end (the component back) to every stream correct.
     pub from_recovery: Option<Duration>,
+    /// Streams audited and stale per replica (by index; `None`: on none).
+    pub per_replica: BTreeMap<Option<usize>, (usize, usize)>,
+    /// The writers: `None` when not checked; else what was still wrong at
+    /// the deadline (empty: correct), and when they were found correct.
+    pub writers: Option<(Vec<String>, Option<Duration>)>,
 }
 
 impl AuditRecord {
@@ -45,10 +50,39 @@ impl AuditRecord {
             self.wrong_at_first,
             self.stale.len()
         );
+        if self.per_replica.len() > 1 || self.per_replica.keys().any(|r| r.is_some_and(|r| r > 0)) {
+            let parts: Vec<String> = self
+                .per_replica
+                .iter()
+                .map(|(r, (audited, stale))| {
+                    let name = r.map_or_else(|| "on none".to_string(), |r| format!("replica {r}"));
+                    format!("{name}: {audited} ({stale} stale)")
+                })
+                .collect();
+            println!("    per replica: {}", parts.join(", "));
+        }
+        match &self.writers {
+            None => {}
+            Some((wrong, at)) if wrong.is_empty() => println!(
+                "    writers: EndpointSlices and route statuses correct{}",
+                at.map(|d| format!(" after {:.2}s", d.as_secs_f64()))
+                    .unwrap_or_default()
+            ),
+            Some((wrong, _)) => {
+                println!("    WRITERS WRONG at the deadline:");
+                for w in wrong {
+                    println!("      {w}");
+                }
+            }
+        }
         for wrong in self.stale.iter().take(PRINTED_STALE) {
             println!(
-                "    STALE {}{}\n      holds: {}\n      truth: {}{}",
+                "    STALE {}{}{}\n      holds: {}\n      truth: {}{}",
                 wrong.target,
+                wrong
+                    .replica
+                    .map(|r| format!(" on replica {r}"))
+                    .unwrap_or_default(),
                 if wrong.connected {
                     ""
                 } else {

@@ -12,8 +12,10 @@
 //!   its `workqueue_*` metrics;
 //! - [`tracker`]: our writes the slice watch has not shown yet;
 //! - [`writer`]: the API calls;
+//! - [`metrics`]: whether this replica leads, and the writes it made;
 //! - this file: the loop that follows the Lease and works the queue.
 
+pub mod metrics;
 pub mod queue;
 pub mod reconcile;
 pub mod state;
@@ -41,6 +43,7 @@ use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 
 use self::{
+    metrics::WriterMetrics,
     queue::{QueueCollector, QueueMetrics, WorkQueue},
     state::WriterState,
     tracker::Tracker,
@@ -83,6 +86,7 @@ pub struct SliceWriter {
     state: SharedIndex<WriterState>,
     queue: Arc<WorkQueue>,
     leading: Arc<AtomicBool>,
+    metrics: WriterMetrics,
 }
 
 /// The Lease of the writer in `namespace`, claimed as `claimant` (the pod name).
@@ -102,17 +106,19 @@ pub fn lease_params(namespace: &str, claimant: &str) -> lease::LeaseParams {
 }
 
 impl SliceWriter {
-    /// A writer whose queue metrics go to `registry` if given (the
-    /// original's `-export-queue-metrics`).
-    pub fn new(mut registry: Option<&mut Registry>) -> Self {
-        let metrics = match registry.as_deref_mut() {
-            Some(r) => QueueMetrics::register(r, QUEUE_NAME),
-            None => QueueMetrics::default(),
+    /// A writer whose metrics go to `registry`, its queue's too if
+    /// `export_queue_metrics` (the original's `-export-queue-metrics`).
+    pub fn new(registry: &mut Registry, export_queue_metrics: bool) -> Self {
+        let queue_metrics = if export_queue_metrics {
+            QueueMetrics::register(registry, QUEUE_NAME)
+        } else {
+            QueueMetrics::default()
         };
-        let queue = WorkQueue::new(metrics);
-        if let Some(r) = registry {
-            r.register_collector(Box::new(QueueCollector::new(queue.clone(), QUEUE_NAME)));
+        let queue = WorkQueue::new(queue_metrics);
+        if export_queue_metrics {
+            registry.register_collector(Box::new(QueueCollector::new(queue.clone(), QUEUE_NAME)));
         }
+        let metrics = WriterMetrics::register(registry);
         let leading = Arc::new(AtomicBool::new(false));
         let state = Arc::new(RwLock::new(WriterState::new(
             queue.clone(),
@@ -122,6 +128,7 @@ impl SliceWriter {
             state,
             queue,
             leading,
+            metrics,
         }
     }
 
@@ -150,9 +157,12 @@ impl SliceWriter {
         // The flag follows the Lease at once, even mid-write.
         let mut mirror = leader_tx.subscribe();
         let flag = self.leading.clone();
+        let gauge = self.metrics.clone();
         tokio::spawn(async move {
             while mirror.changed().await.is_ok() {
-                flag.store(*mirror.borrow_and_update(), Ordering::Release);
+                let leads = *mirror.borrow_and_update();
+                flag.store(leads, Ordering::Release);
+                gauge.set_leader(leads);
             }
         });
         let elector = tokio::spawn(lease::run(
@@ -196,6 +206,7 @@ impl SliceWriter {
             }
         }
         self.leading.store(false, Ordering::Release);
+        self.metrics.set_leader(false);
         stop_lease.trigger();
         let _ = elector.await;
         tracing::debug!("EndpointSlice writer stopped");
@@ -232,8 +243,15 @@ impl SliceWriter {
         );
         let namespace = service.metadata.namespace.as_deref().unwrap_or_default();
         let api: Api<EndpointSlice> = Api::namespaced(client.clone(), namespace);
-        let (written, result) =
-            writer::apply(&api, actions, FIELD_MANAGER, API_TIMEOUT, &self.leading).await;
+        let (written, result) = writer::apply(
+            &api,
+            actions,
+            FIELD_MANAGER,
+            API_TIMEOUT,
+            &self.leading,
+            &self.metrics,
+        )
+        .await;
         for slice in &written.stored {
             tracker.stored(key, slice);
         }

@@ -16,7 +16,7 @@ use kube::{
     api::{DeleteParams, PostParams},
 };
 
-use super::reconcile::Actions;
+use super::{metrics::WriterMetrics, reconcile::Actions};
 
 /// Why writing a Service's slices failed.
 #[derive(Debug, thiserror::Error)]
@@ -89,25 +89,35 @@ fn api_error(op: &'static str, name: &str, source: kube::Error) -> WriteError {
 
 /// Writes `actions` in `api`'s namespace: creates, then updates, then
 /// deletes (as the original), stopping at the first failure, or as soon as
-/// `leading` turns false. Returns what was written either way.
+/// `leading` turns false; each accepted write is counted in `metrics`.
+/// Returns what was written either way.
 pub async fn apply(
     api: &Api<EndpointSlice>,
     actions: Actions,
     field_manager: &str,
     timeout: Duration,
     leading: &AtomicBool,
+    metrics: &WriterMetrics,
 ) -> (Written, Result<(), WriteError>) {
     let mut written = Written::default();
-    let result = write(api, actions, field_manager, timeout, leading, &mut written).await;
+    let result = write(
+        api,
+        actions,
+        (field_manager, timeout),
+        leading,
+        metrics,
+        &mut written,
+    )
+    .await;
     (written, result)
 }
 
 async fn write(
     api: &Api<EndpointSlice>,
     actions: Actions,
-    field_manager: &str,
-    timeout: Duration,
+    (field_manager, timeout): (&str, Duration),
     leading: &AtomicBool,
+    metrics: &WriterMetrics,
     written: &mut Written,
 ) -> Result<(), WriteError> {
     let leads = || leading.load(Ordering::Acquire);
@@ -121,7 +131,10 @@ async fn write(
         }
         let name = slice.metadata.generate_name.clone().unwrap_or_default();
         match timed("create", &name, timeout, api.create(&pp, &slice)).await? {
-            Ok(created) => written.stored.push(created),
+            Ok(created) => {
+                metrics.wrote("create");
+                written.stored.push(created);
+            }
             Err(error) if namespace_terminating(&error) => return Ok(()),
             Err(error) => return Err(api_error("create", &name, error)),
         }
@@ -132,7 +145,10 @@ async fn write(
         }
         let name = slice.metadata.name.clone().unwrap_or_default();
         match timed("update", &name, timeout, api.replace(&name, &pp, &slice)).await? {
-            Ok(updated) => written.stored.push(updated),
+            Ok(updated) => {
+                metrics.wrote("update");
+                written.stored.push(updated);
+            }
             Err(error) => return Err(api_error("update", &name, error)),
         }
     }
@@ -142,7 +158,10 @@ async fn write(
         }
         let dp = DeleteParams::default();
         match timed("delete", &name, timeout, api.delete(&name, &dp)).await? {
-            Ok(_) => written.deleted.push(name),
+            Ok(_) => {
+                metrics.wrote("delete");
+                written.deleted.push(name);
+            }
             // Already gone: what we wanted.
             Err(error) if is_status(&error, 404) => written.deleted.push(name),
             Err(error) => return Err(api_error("delete", &name, error)),

@@ -46,9 +46,10 @@ pub struct StatusWriter {
 }
 
 impl StatusWriter {
-    /// Runs until `shutdown`.
+    /// Runs until `shutdown`; a patch in flight then completes, and no
+    /// other is sent.
     pub async fn run(mut self, shutdown: Shutdown) {
-        let stop = shutdown.requested();
+        let stop = shutdown.clone().requested();
         tokio::pin!(stop);
         for synced in &mut self.synced {
             tokio::select! {
@@ -62,7 +63,7 @@ impl StatusWriter {
             self.metrics.set_leader(leads);
             if leads {
                 changes.mark_unchanged();
-                self.write_all().await;
+                self.write_all(&shutdown).await;
             }
             tokio::select! {
                 () = &mut stop => return,
@@ -73,14 +74,19 @@ impl StatusWriter {
         }
     }
 
-    async fn write_all(&self) {
+    /// Whether to go on writing: we lead and are not shutting down.
+    fn writing(&self, shutdown: &Shutdown) -> bool {
+        *self.leader.borrow() && !shutdown.is_requested()
+    }
+
+    async fn write_all(&self, shutdown: &Shutdown) {
         let now = Time(Timestamp::now());
         let (patches, policy_patches) = {
             let index = self.index.read();
             (index.patches(&now), index.policy_patches(&now))
         };
         for patch in policy_patches {
-            if !*self.leader.borrow() {
+            if !self.writing(shutdown) {
                 return;
             }
             let result = match patch.kind {
@@ -108,7 +114,7 @@ impl StatusWriter {
         }
         for patch in patches {
             // Leadership may be lost mid-way: stop writing at once.
-            if !*self.leader.borrow() {
+            if !self.writing(shutdown) {
                 return;
             }
             match self.write(&patch).await {

@@ -418,6 +418,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         )));
     }
     let synced = meridian_runtime::readiness::initial_sync(caches);
+    // What the initial lists allocated and dropped goes back to the system
+    // once they are indexed.
+    #[cfg(all(feature = "jemalloc", not(feature = "mimalloc")))]
+    meridian_runtime::jemalloc::purge_after(synced.clone());
 
     let secrets = kube::Api::<k8s_openapi::api::core::v1::Secret>::namespaced(
         client.clone(),

@@ -162,6 +162,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     }
     // The gRPC APIs answer nothing before every cache has synced once.
     let synced = meridian_runtime::readiness::initial_sync(caches);
+    // What the initial lists allocated and dropped goes back to the system
+    // once they are indexed.
+    #[cfg(all(feature = "jemalloc", not(feature = "mimalloc")))]
+    meridian_runtime::jemalloc::purge_after(synced.clone());
 
     // The status writer: only the Lease holder writes (and none with
     // --status-writer-disabled, a shadow's flag).

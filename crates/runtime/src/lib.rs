@@ -9,11 +9,15 @@
 //! Address flags all read the same forms ([`addr`]), and binaries that the
 //! original's Helm chart starts read its Go-style flags ([`goflags`]).
 //! Every binary exports the standard process metrics ([`process_metrics`]).
+//! With the `jemalloc` feature, `jemalloc` returns the memory jemalloc
+//! holds freed to the system.
 
 pub mod addr;
 pub mod admin;
 pub mod goflags;
 pub mod http_client_metrics;
+#[cfg(feature = "jemalloc")]
+pub mod jemalloc;
 pub mod kube_client;
 pub mod lease;
 pub mod logging;

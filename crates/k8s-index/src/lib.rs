@@ -14,6 +14,8 @@
 //! - [`resources`]: the watched kinds and their watcher configurations.
 //! - [`partial`]: kinds decoded straight into the few fields a controller
 //!   reads (typed partial objects).
+//! - [`shared`]: one shared copy of each equal value an index stores for
+//!   many objects.
 //! - [`switch`]: watches that follow a client they are handed (a linked
 //!   cluster's), restarted when it changes and emptied when it goes.
 
@@ -24,6 +26,7 @@ pub mod index;
 pub mod metrics;
 pub mod partial;
 pub mod resources;
+pub mod shared;
 pub mod switch;
 pub mod watch;
 

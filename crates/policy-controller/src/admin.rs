@@ -332,13 +332,13 @@ mod tests {
         metrics::GrpcMetrics,
     };
 
-    struct OnePod(watch::Receiver<InboundServer>);
+    struct OnePod(watch::Receiver<Arc<InboundServer>>);
 
     impl DiscoverInboundServer for OnePod {
         fn watch_inbound_server(
             &self,
             target: &WorkloadPort,
-        ) -> Result<watch::Receiver<InboundServer>, LookupError> {
+        ) -> Result<watch::Receiver<Arc<InboundServer>>, LookupError> {
             if target.name == "web-0" {
                 Ok(self.0.clone())
             } else {
@@ -380,7 +380,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_stream_not_sent_the_newest_server_is_found() {
-        let (tx, rx) = watch::channel(server("a"));
+        let (tx, rx) = watch::channel(Arc::new(server("a")));
         let streams = PolicyStreams::new();
         let (_trigger, shutdown) = Shutdown::new();
         let inbound = Arc::new(
@@ -416,7 +416,7 @@ mod tests {
         assert_eq!(clean.streams, 1);
 
         // The index moves on; the stream has not written it yet.
-        tx.send_replace(server("b"));
+        tx.send_replace(Arc::new(server("b")));
         let report = introspection.run_audit(Duration::ZERO).await;
         let [m] = &report.mismatches[..] else {
             panic!("one mismatch expected: {report:?}");

@@ -51,7 +51,7 @@ pub trait DiscoverInboundServer: Send + Sync + 'static {
     fn watch_inbound_server(
         &self,
         target: &WorkloadPort,
-    ) -> Result<watch::Receiver<InboundServer>, LookupError>;
+    ) -> Result<watch::Receiver<std::sync::Arc<InboundServer>>, LookupError>;
 }
 
 /// Finds the outbound policy of targets.

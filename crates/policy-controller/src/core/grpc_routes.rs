@@ -12,7 +12,7 @@ use super::{
 };
 
 /// An inbound gRPC route.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct GrpcRoute {
     pub hostnames: Vec<HostMatch>,
     pub rules: Vec<GrpcRouteRule>,
@@ -23,7 +23,7 @@ pub struct GrpcRoute {
 }
 
 /// Matches and filters of one rule.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct GrpcRouteRule {
     pub matches: Vec<GrpcRouteMatch>,
     pub filters: Vec<Filter>,

@@ -68,7 +68,7 @@ pub enum ProxyProtocol {
 }
 
 /// A class of authorized clients.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ClientAuthorization {
     /// Source networks the authorization applies to. Empty means the
     /// cluster networks (filled in when published).
@@ -78,7 +78,7 @@ pub struct ClientAuthorization {
 }
 
 /// A client's authentication requirement.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum ClientAuthentication {
     /// No requirement.
     Unauthenticated,
@@ -92,7 +92,7 @@ pub enum ClientAuthentication {
 pub type Authorizations = BTreeMap<AuthorizationRef, ClientAuthorization>;
 
 /// Everything a proxy is told about one inbound port.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct InboundServer {
     pub reference: ServerRef,
     pub protocol: ProxyProtocol,

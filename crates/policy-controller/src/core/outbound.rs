@@ -108,14 +108,14 @@ pub enum GrpcRetryCondition {
 }
 
 /// A gRPC request match: every given part must match.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct GrpcRouteMatch {
     pub method: Option<GrpcMethodMatch>,
     pub headers: Vec<HeaderMatch>,
 }
 
 /// An exact gRPC service and/or method.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct GrpcMethodMatch {
     pub service: Option<String>,
     pub method: Option<String>,

@@ -2,7 +2,7 @@
 //! per client identity, and overrides for named client identities.
 
 /// The rate limit a proxy enforces on one server's HTTP requests.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct RateLimit {
     /// The HTTPLocalRateLimitPolicy it comes from.
     pub name: String,
@@ -14,7 +14,7 @@ pub struct RateLimit {
 }
 
 /// A limit for the requests of specific clients.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct RateLimitOverride {
     pub requests_per_second: u32,
     /// Exact mesh identities.

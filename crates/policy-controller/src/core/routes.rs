@@ -24,7 +24,7 @@ pub enum RouteRef {
 }
 
 /// An inbound HTTP route.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct HttpRoute {
     pub hostnames: Vec<HostMatch>,
     pub rules: Vec<HttpRouteRule>,
@@ -36,7 +36,7 @@ pub struct HttpRoute {
 }
 
 /// A `:authority` match.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum HostMatch {
     Exact(String),
     /// `*.a.b` is `reverse_labels: ["b", "a"]`.
@@ -46,14 +46,14 @@ pub enum HostMatch {
 }
 
 /// Matches and filters of one rule.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct HttpRouteRule {
     pub matches: Vec<HttpRouteMatch>,
     pub filters: Vec<Filter>,
 }
 
 /// A request match: every given part must match.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct HttpRouteMatch {
     pub path: Option<PathMatch>,
     pub headers: Vec<HeaderMatch>,
@@ -63,7 +63,7 @@ pub struct HttpRouteMatch {
 }
 
 /// A path match (regular expressions are validated).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum PathMatch {
     Exact(String),
     Prefix(String),
@@ -71,21 +71,21 @@ pub enum PathMatch {
 }
 
 /// A header match: (name, value or regular expression).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum HeaderMatch {
     Exact(String, String),
     Regex(String, String),
 }
 
 /// A query parameter match: (name, value or regular expression).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum QueryParamMatch {
     Exact(String, String),
     Regex(String, String),
 }
 
 /// A filter applied to matching requests.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Filter {
     RequestHeaderModifier(HeaderModifierFilter),
     /// Kept in the model; proxies are not sent it on inbound routes.
@@ -94,7 +94,7 @@ pub enum Filter {
 }
 
 /// Header edits.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct HeaderModifierFilter {
     pub add: Vec<(String, String)>,
     pub set: Vec<(String, String)>,
@@ -102,7 +102,7 @@ pub struct HeaderModifierFilter {
 }
 
 /// A redirect response.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct RequestRedirectFilter {
     pub scheme: Option<String>,
     pub host: Option<String>,
@@ -112,7 +112,7 @@ pub struct RequestRedirectFilter {
 }
 
 /// How a redirect rewrites the path.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum PathModifier {
     Full(String),
     Prefix(String),

@@ -99,7 +99,7 @@ impl<D: DiscoverInboundServer> InboundPolicyServer<D> {
         &self,
         method: &'static str,
         spec: proto::PortSpec,
-    ) -> Result<tokio::sync::watch::Receiver<crate::core::InboundServer>, tonic::Status> {
+    ) -> Result<tokio::sync::watch::Receiver<Arc<crate::core::InboundServer>>, tonic::Status> {
         let result = match target(spec) {
             Ok(target) => {
                 self.confirm_workload(&target).await;
@@ -120,7 +120,7 @@ impl<D: DiscoverInboundServer> InboundPolicyServer<D> {
     fn watch_now(
         &self,
         spec: proto::PortSpec,
-    ) -> Result<tokio::sync::watch::Receiver<crate::core::InboundServer>, tonic::Status> {
+    ) -> Result<tokio::sync::watch::Receiver<Arc<crate::core::InboundServer>>, tonic::Status> {
         target(spec).and_then(|target| self.receiver(&target))
     }
 
@@ -129,7 +129,7 @@ impl<D: DiscoverInboundServer> InboundPolicyServer<D> {
     fn receiver(
         &self,
         target: &WorkloadPort,
-    ) -> Result<tokio::sync::watch::Receiver<crate::core::InboundServer>, tonic::Status> {
+    ) -> Result<tokio::sync::watch::Receiver<Arc<crate::core::InboundServer>>, tonic::Status> {
         self.discover
             .watch_inbound_server(target)
             .map_err(|LookupError::UnknownServer| tonic::Status::not_found("unknown server"))
@@ -337,13 +337,13 @@ mod tests {
     use crate::core::{DETECT_TIMEOUT, InboundServer, ProxyProtocol, ServerRef};
     use tokio::sync::watch;
 
-    struct Fixed(watch::Receiver<InboundServer>);
+    struct Fixed(watch::Receiver<Arc<InboundServer>>);
 
     impl DiscoverInboundServer for Fixed {
         fn watch_inbound_server(
             &self,
             target: &WorkloadPort,
-        ) -> Result<watch::Receiver<InboundServer>, LookupError> {
+        ) -> Result<watch::Receiver<Arc<InboundServer>>, LookupError> {
             let known = match target.kind {
                 WorkloadKind::Pod => "known",
                 WorkloadKind::External => "vm",
@@ -378,7 +378,7 @@ mod tests {
 
     #[tokio::test]
     async fn status_codes_and_watch_updates() {
-        let (tx, rx) = watch::channel(server("a"));
+        let (tx, rx) = watch::channel(Arc::new(server("a")));
         let (_trigger, shutdown) = Shutdown::new();
         let svc = InboundPolicyServer::new(Fixed(rx), vec![], shutdown, GrpcMetrics::default());
         for (workload, port) in [("bad", 80), ("ns:known", 0), ("ns:known", 65536)] {
@@ -428,7 +428,7 @@ mod tests {
             .into_inner();
         let first = stream.next().await.expect("first").expect("ok");
         assert_eq!(first.labels["name"], "a");
-        tx.send_replace(server("b"));
+        tx.send_replace(Arc::new(server("b")));
         let second = stream.next().await.expect("second").expect("ok");
         assert_eq!(second.labels["name"], "b");
         drop(tx);
@@ -437,7 +437,7 @@ mod tests {
 
     #[tokio::test]
     async fn watches_end_on_shutdown() {
-        let (_tx, rx) = watch::channel(server("a"));
+        let (_tx, rx) = watch::channel(Arc::new(server("a")));
         let (trigger, shutdown) = Shutdown::new();
         let svc = InboundPolicyServer::new(Fixed(rx), vec![], shutdown, GrpcMetrics::default());
         let mut stream = svc

@@ -2,7 +2,7 @@
 //! same annotation settings as a pod's, and its named TCP ports (names are
 //! unique on an external workload). External workloads have no probes.
 
-use std::{collections::HashMap, num::NonZeroU16};
+use std::{collections::BTreeMap, num::NonZeroU16};
 
 use k8s_api::workload::ExternalWorkload;
 
@@ -11,7 +11,7 @@ use crate::core::{PortSet, WorkloadKind};
 
 impl WorkloadInfo {
     pub fn from_external_workload(ew: &ExternalWorkload) -> Self {
-        let port_names: HashMap<String, PortSet> = ew
+        let port_names: BTreeMap<String, PortSet> = ew
             .spec
             .ports
             .iter()

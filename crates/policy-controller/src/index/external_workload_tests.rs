@@ -23,7 +23,7 @@ fn ew(name: &str, labels: Value, ports: &[(&str, u16)]) -> ExternalWorkload {
     }))
 }
 
-fn ew_rx(index: &mut Index, name: &str, p: u16) -> watch::Receiver<InboundServer> {
+fn ew_rx(index: &mut Index, name: &str, p: u16) -> watch::Receiver<Arc<InboundServer>> {
     index
         .workload_server_rx(&WorkloadPort {
             namespace: NS.to_string(),
@@ -90,7 +90,7 @@ fn unknown_port_gets_the_default_server_without_probe_routes() {
     assert_eq!(index.stats().port_servers, 0);
     let rx = ew_rx(&mut index, "vm", 8080);
     assert_eq!(
-        *rx.borrow(),
+        **rx.borrow(),
         InboundServer {
             http_routes: routes::default_http_routes([], &cluster.probe_networks),
             ..default_server(&cluster, DefaultPolicy::AllUnauthenticated)
@@ -117,11 +117,11 @@ fn annotations_set_policy_opaque_ports_and_required_identity() {
     );
     index.apply(vm.clone());
     assert_eq!(
-        *ew_rx(&mut index, "vm", 80).borrow(),
+        **ew_rx(&mut index, "vm", 80).borrow(),
         default_server(&cluster, DefaultPolicy::ClusterUnauthenticated)
     );
     assert_eq!(
-        *ew_rx(&mut index, "vm", 3306).borrow(),
+        **ew_rx(&mut index, "vm", 3306).borrow(),
         InboundServer {
             protocol: ProxyProtocol::Opaque,
             ..default_server(&cluster, DefaultPolicy::ClusterAuthenticated)

@@ -4,6 +4,8 @@
 //! and leave when deleted.
 
 use k8s_api::policy::{AuthorizationPolicy, HTTPRoute, Server, http_route::POLICY_CONTROLLER_NAME};
+use std::sync::Arc;
+
 use k8s_index::{Index as _, ObjectKey};
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
@@ -51,7 +53,7 @@ fn route_json(
     r
 }
 
-fn setup(protocol: &str) -> (Index, watch::Receiver<InboundServer>) {
+fn setup(protocol: &str) -> (Index, watch::Receiver<Arc<InboundServer>>) {
     let mut index = Index::new(ClusterInfo::default());
     index.apply(obj::<Pod>(json!({
         "metadata": {"namespace": NS, "name": "web", "labels": {"linkerd.io/control-plane-ns": "linkerd"}},
@@ -113,7 +115,7 @@ fn gateway_http_routes_attach_beside_policy_routes_of_the_same_name() {
         Some(accepted()),
     )));
     index.apply(route_policy("HTTPRoute"));
-    let server = rx.borrow().clone();
+    let server = rx.borrow().as_ref().clone();
     let keys: Vec<_> = server.http_routes.keys().cloned().collect();
     assert_eq!(
         keys,
@@ -160,7 +162,7 @@ fn grpc_routes_attach_to_grpc_servers_with_their_authorizations() {
     )));
     assert!(rx.has_changed().expect("open"));
     index.apply(route_policy("GRPCRoute"));
-    let server = rx.borrow_and_update().clone();
+    let server = rx.borrow_and_update().as_ref().clone();
     assert_eq!(server.protocol, ProxyProtocol::Grpc);
     let route = &server.grpc_routes[&gkn("gateway.networking.k8s.io", "GRPCRoute", "api")];
     assert_eq!(

@@ -25,6 +25,7 @@ mod workload;
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
+    sync::Arc,
     time::Duration,
 };
 
@@ -34,7 +35,7 @@ use k8s_api::policy::{
     ServerAuthorization,
 };
 use k8s_api::workload::ExternalWorkload;
-use k8s_index::{ObjectKey, SharedIndex};
+use k8s_index::{ObjectKey, SharedIndex, shared::Shared};
 use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::watch;
 
@@ -201,6 +202,12 @@ pub struct Index {
     namespaces: HashMap<String, Namespace>,
     authentications: Authentications,
     opaque: opaque_feed::OpaqueFeed,
+    /// One copy of each distinct workload definition (the pods of a
+    /// ReplicaSet share theirs).
+    infos: Shared<WorkloadInfo>,
+    /// One copy of each distinct published server (every port a Server
+    /// selects publishes the same one).
+    servers: Shared<InboundServer>,
 }
 
 /// Counts of the inbound index, read by the metrics when scraped, and by tests.
@@ -253,6 +260,8 @@ impl Index {
             namespaces: HashMap::new(),
             authentications: Authentications::default(),
             opaque: opaque_feed::OpaqueFeed::default(),
+            infos: Shared::default(),
+            servers: Shared::default(),
         }
     }
 
@@ -301,13 +310,13 @@ impl Index {
     pub fn workload_server_rx(
         &mut self,
         target: &WorkloadPort,
-    ) -> Result<watch::Receiver<InboundServer>, LookupError> {
+    ) -> Result<watch::Receiver<Arc<InboundServer>>, LookupError> {
         let workload = self
             .namespaces
             .get_mut(&target.namespace)
             .and_then(|ns| ns.workloads_mut(target.kind).get_mut(&target.name))
             .ok_or(LookupError::UnknownServer)?;
-        let rx = workload.subscribe(target.port, &self.cluster);
+        let rx = workload.subscribe(target.port, &self.cluster, &mut self.servers);
         Ok(rx)
     }
 
@@ -317,7 +326,7 @@ impl Index {
         namespace: &str,
         pod: &str,
         port: std::num::NonZeroU16,
-    ) -> Result<watch::Receiver<InboundServer>, LookupError> {
+    ) -> Result<watch::Receiver<Arc<InboundServer>>, LookupError> {
         self.workload_server_rx(&WorkloadPort {
             namespace: namespace.to_string(),
             kind: WorkloadKind::Pod,
@@ -373,12 +382,13 @@ impl Index {
             namespaces,
             authentications,
             opaque,
+            servers,
             ..
         } = self;
         // Recomputes one workload; its Server-made opaque ports feed the
         // destination.
         let mut reindex = |ns_name: &str, name: &str, w: &mut WorkloadState, policy: &PolicyNs| {
-            w.reindex(policy, authentications, cluster);
+            w.reindex(policy, authentications, cluster, servers);
             opaque.set(w.info.kind, ns_name, name, w.server_opaque_ports());
         };
         let mut reindex_ns = |ns_name: &str, ns: &mut Namespace| {
@@ -683,6 +693,7 @@ impl Index {
     /// Adds or updates a workload; only a changed one needs recomputing.
     fn set_workload(&mut self, ns: &str, name: String, info: WorkloadInfo) -> Touched {
         let kind = info.kind;
+        let info = self.infos.get(info);
         let workloads = self.ns_mut(ns).workloads_mut(kind);
         match workloads.get_mut(&name) {
             Some(existing) if existing.info == info => return Touched::Nothing,
@@ -805,7 +816,7 @@ impl DiscoverInboundServer for SharedIndex<Index> {
     fn watch_inbound_server(
         &self,
         target: &WorkloadPort,
-    ) -> Result<watch::Receiver<InboundServer>, LookupError> {
+    ) -> Result<watch::Receiver<Arc<InboundServer>>, LookupError> {
         // The write lock: a lookup may create a default port server.
         self.write().workload_server_rx(target)
     }

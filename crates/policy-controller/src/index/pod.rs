@@ -5,7 +5,7 @@
 //! path, and an unmeshed pod keeps nothing.
 
 use std::{
-    collections::{BTreeMap, BTreeSet, HashMap},
+    collections::{BTreeMap, BTreeSet},
     num::NonZeroU16,
 };
 
@@ -157,7 +157,7 @@ impl PodJson {
             .iter()
             .chain(&self.spec.init_containers)
             .collect();
-        let mut port_names: HashMap<String, PortSet> = HashMap::new();
+        let mut port_names: BTreeMap<String, PortSet> = BTreeMap::new();
         for (port, name) in containers
             .iter()
             .flat_map(|c| &c.ports)

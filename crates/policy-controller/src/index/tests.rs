@@ -72,7 +72,7 @@ fn key(name: &str) -> ObjectKey {
     ObjectKey::new(Some(NS), name)
 }
 
-fn rx(index: &mut Index, pod: &str, p: u16) -> watch::Receiver<InboundServer> {
+fn rx(index: &mut Index, pod: &str, p: u16) -> watch::Receiver<Arc<InboundServer>> {
     index.pod_server_rx(NS, pod, port(p)).expect("known pod")
 }
 
@@ -111,15 +111,15 @@ fn detect() -> ProxyProtocol {
     }
 }
 
-fn changed(rx: &mut watch::Receiver<InboundServer>) -> InboundServer {
+fn changed(rx: &mut watch::Receiver<Arc<InboundServer>>) -> InboundServer {
     assert!(
         rx.has_changed().expect("sender alive"),
         "expected an update"
     );
-    rx.borrow_and_update().clone()
+    InboundServer::clone(&rx.borrow_and_update())
 }
 
-fn unchanged(rx: &watch::Receiver<InboundServer>) {
+fn unchanged(rx: &watch::Receiver<Arc<InboundServer>>) {
     assert!(
         !rx.has_changed().expect("sender alive"),
         "expected no update"
@@ -150,7 +150,7 @@ fn unknown_port_of_a_known_pod_gets_the_default_server_lazily() {
     assert_eq!(index.stats().port_servers, 0);
     let rx = rx(&mut index, "web", 9999);
     assert_eq!(
-        *rx.borrow(),
+        **rx.borrow(),
         default_server(&cluster, DefaultPolicy::AllUnauthenticated)
     );
     assert_eq!(index.stats().port_servers, 1, "kept for later lookups");
@@ -166,7 +166,7 @@ fn cluster_default_policy_flag_applies() {
         let mut index = Index::new(cluster.clone());
         index.apply(pod("web", json!({}), &[]));
         assert_eq!(
-            *rx(&mut index, "web", 80).borrow(),
+            **rx(&mut index, "web", 80).borrow(),
             default_server(&cluster, policy)
         );
     }
@@ -189,20 +189,20 @@ fn pod_annotations_set_policy_opaque_ports_and_required_identity() {
     );
     index.apply(p.clone());
 
-    let plain = rx(&mut index, "web", 80).borrow().clone();
+    let plain = rx(&mut index, "web", 80).borrow().as_ref().clone();
     assert_eq!(
         plain,
         default_server(&cluster, DefaultPolicy::ClusterUnauthenticated)
     );
 
-    let opaque = rx(&mut index, "web", 3306).borrow().clone();
+    let opaque = rx(&mut index, "web", 3306).borrow().as_ref().clone();
     assert_eq!(opaque.protocol, ProxyProtocol::Opaque);
     assert_eq!(
         opaque.reference,
         ServerRef::Default("cluster-unauthenticated")
     );
 
-    let both = rx(&mut index, "web", 5001).borrow().clone();
+    let both = rx(&mut index, "web", 5001).borrow().as_ref().clone();
     assert_eq!(
         both,
         InboundServer {
@@ -526,7 +526,7 @@ fn server_authorizations_by_name_and_by_server_labels() {
         ),
     ]
     .into();
-    let got = rx.borrow_and_update().clone();
+    let got = rx.borrow_and_update().as_ref().clone();
     assert_eq!(got, named_server("srv", detect(), expected));
 }
 
@@ -571,7 +571,7 @@ fn mtls_ref(name: &str, ns: Option<&str>) -> Value {
 
 /// An index with pod "web" and Server "srv" on port 80, and a receiver that
 /// has seen the Server.
-fn with_server() -> (Index, watch::Receiver<InboundServer>) {
+fn with_server() -> (Index, watch::Receiver<Arc<InboundServer>>) {
     let mut index = Index::new(cluster());
     index.apply(pod("web", json!({}), &[]));
     let mut rx = rx(&mut index, "web", 80);
@@ -580,7 +580,7 @@ fn with_server() -> (Index, watch::Receiver<InboundServer>) {
     (index, rx)
 }
 
-fn ap_authz(rx: &watch::Receiver<InboundServer>, name: &str) -> Option<ClientAuthorization> {
+fn ap_authz(rx: &watch::Receiver<Arc<InboundServer>>, name: &str) -> Option<ClientAuthorization> {
     rx.borrow()
         .authorizations
         .get(&AuthorizationRef::AuthorizationPolicy(name.into()))
@@ -806,7 +806,7 @@ fn probe_routes_need_probe_networks() {
         ratelimit: None,
         ..default_server(&cluster, DefaultPolicy::AllUnauthenticated)
     };
-    assert_eq!(*rx(&mut index, "web", 8080).borrow(), expected);
+    assert_eq!(**rx(&mut index, "web", 8080).borrow(), expected);
     assert_eq!(
         rx(&mut index, "web", 9090).borrow().http_routes.len(),
         1,

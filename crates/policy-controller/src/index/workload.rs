@@ -5,10 +5,12 @@
 //! [`super::external_workload`] read their resources into it.
 
 use std::{
-    collections::{BTreeMap, BTreeSet, HashMap},
+    collections::{BTreeMap, BTreeSet},
     num::NonZeroU16,
+    sync::Arc,
 };
 
+use k8s_index::shared::Shared;
 use tokio::sync::watch;
 
 use super::{ClusterInfo, PolicyNs, authz::Authentications, selector::Labels, server::PortRef};
@@ -24,8 +26,10 @@ pub const OPAQUE_PORTS_ANNOTATION: &str = k8s_api::labels::OPAQUE_PORTS;
 /// Annotation listing ports whose default policy requires identity.
 pub const REQUIRE_IDENTITY_ANNOTATION: &str = k8s_api::labels::REQUIRE_IDENTITY_INBOUND_PORTS;
 
-/// What the index keeps of a workload's definition.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// What the index keeps of a workload's definition: the same for every pod
+/// of a ReplicaSet, so the index keeps one shared copy of each
+/// ([`super::shared`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct WorkloadInfo {
     /// Which Servers may select it (`podSelector` or
     /// `externalWorkloadSelector` ones).
@@ -34,13 +38,13 @@ pub struct WorkloadInfo {
     pub settings: Settings,
     /// Port name → TCP ports with that name (a pod's containers may repeat
     /// a name; an external workload's names are unique).
-    pub port_names: HashMap<String, PortSet>,
+    pub port_names: BTreeMap<String, PortSet>,
     /// Port → HTTP probe paths (none for external workloads).
     pub probes: BTreeMap<NonZeroU16, BTreeSet<String>>,
 }
 
 /// Per-workload settings from annotations.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Settings {
     /// `None`: use the cluster default (also when the annotation is invalid).
     pub default_policy: Option<DefaultPolicy>,
@@ -86,7 +90,8 @@ pub(super) fn is_tcp(protocol: Option<&str>) -> bool {
 /// A workload in the index.
 #[derive(Debug)]
 pub(super) struct WorkloadState {
-    pub info: WorkloadInfo,
+    /// Shared with the workload's siblings (same definition).
+    pub info: Arc<WorkloadInfo>,
     pub port_servers: BTreeMap<NonZeroU16, PortServer>,
 }
 
@@ -95,11 +100,13 @@ pub(super) struct WorkloadState {
 pub(super) struct PortServer {
     /// The Server resource, or `None` for the default server.
     pub server: Option<String>,
-    pub tx: watch::Sender<InboundServer>,
+    /// The server is shared with every workload port that has the same
+    /// one (all the ports a Server selects, most often).
+    pub tx: watch::Sender<Arc<InboundServer>>,
 }
 
 impl WorkloadState {
-    pub fn new(info: WorkloadInfo) -> Self {
+    pub fn new(info: Arc<WorkloadInfo>) -> Self {
         Self {
             info,
             port_servers: BTreeMap::new(),
@@ -157,7 +164,13 @@ impl WorkloadState {
     /// known port, publishing only real changes. Only Servers selecting
     /// this workload's kind apply. The oldest Server (then the first by
     /// name) wins a contested port.
-    pub fn reindex(&mut self, policy: &PolicyNs, authns: &Authentications, cluster: &ClusterInfo) {
+    pub fn reindex(
+        &mut self,
+        policy: &PolicyNs,
+        authns: &Authentications,
+        cluster: &ClusterInfo,
+        servers: &mut Shared<InboundServer>,
+    ) {
         let mut unmatched: BTreeSet<NonZeroU16> = self.port_servers.keys().copied().collect();
         let mut matched: BTreeMap<NonZeroU16, &str> = BTreeMap::new();
         for (name, srv) in policy.servers_by_age() {
@@ -171,18 +184,18 @@ impl WorkloadState {
                 }
                 let server =
                     policy.inbound_server(name, srv, authns, cluster, self.probe_paths(port));
-                self.publish(port, Some(name), server);
+                self.publish(port, Some(name), servers.get(server));
                 matched.insert(port, name);
                 unmatched.remove(&port);
             }
         }
         for port in unmatched {
             let server = self.default_server(port, cluster);
-            self.publish(port, None, server);
+            self.publish(port, None, servers.get(server));
         }
     }
 
-    fn publish(&mut self, port: NonZeroU16, name: Option<&str>, server: InboundServer) {
+    fn publish(&mut self, port: NonZeroU16, name: Option<&str>, server: Arc<InboundServer>) {
         match self.port_servers.get_mut(&port) {
             None => {
                 let (tx, _) = watch::channel(server);
@@ -226,11 +239,12 @@ impl WorkloadState {
         &mut self,
         port: NonZeroU16,
         cluster: &ClusterInfo,
-    ) -> watch::Receiver<InboundServer> {
+        servers: &mut Shared<InboundServer>,
+    ) -> watch::Receiver<Arc<InboundServer>> {
         if let Some(ps) = self.port_servers.get(&port) {
             return ps.tx.subscribe();
         }
-        let (tx, rx) = watch::channel(self.default_server(port, cluster));
+        let (tx, rx) = watch::channel(servers.get(self.default_server(port, cluster)));
         self.port_servers
             .insert(port, PortServer { server: None, tx });
         rx

@@ -155,7 +155,8 @@ impl PodInfo {
     /// Whether `port` is opaque by the pod's annotation, or by the default
     /// opaque ports when the pod has no annotation.
     pub fn is_opaque(&self, port: u16, cfg: &TranslatorConfig) -> bool {
-        self.opaque_ports
+        self.spec
+            .opaque_ports
             .as_ref()
             .unwrap_or(&cfg.default_opaque_ports)
             .contains(port)

@@ -1,8 +1,9 @@
 //! What the destination keeps of a pod: only the facts an answer is
 //! computed from, decoded once at the watch edge ([`crate::k8s::pods`]),
-//! never the Kubernetes object. Strings that repeat across pods (namespace,
-//! ServiceAccount, node, control-plane namespace, owner kind) are shared
-//! `Arc<str>`s, interned by the index.
+//! never the Kubernetes object. What the pod's template decides
+//! ([`PodSpecFacts`]) is one shared copy per distinct template, and strings
+//! that repeat across pods (namespace, node, ServiceAccount, control-plane
+//! namespace) are shared `Arc<str>`s, both interned by the index.
 
 use std::{
     net::{IpAddr, SocketAddr},
@@ -31,10 +32,29 @@ pub struct PodFacts {
     pub name: Box<str>,
     /// Pod namespace (`default` if unset).
     pub namespace: Arc<str>,
-    /// `spec.serviceAccountName` (`default` if unset): the mesh identity.
-    pub service_account: Arc<str>,
     /// `spec.nodeName`: `internalTrafficPolicy: Local` and zones.
     pub node_name: Option<Arc<str>>,
+    /// `status.phase`.
+    pub phase: PodPhase,
+    /// `metadata.deletionTimestamp` is set.
+    pub terminating: bool,
+    /// `spec.hostNetwork`.
+    pub host_network: bool,
+    /// `status.podIP` first, then the other `status.podIPs`.
+    pub pod_ips: Box<[IpAddr]>,
+    /// `status.hostIP`.
+    pub host_ip: Option<IpAddr>,
+    /// What the pod's template decides: the same for every pod of a
+    /// ReplicaSet, so the index keeps one copy of each.
+    pub spec: Arc<PodSpecFacts>,
+}
+
+/// The facts of a pod that its template decides (its spec, labels,
+/// annotations and owner), shared by the pods of a ReplicaSet.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PodSpecFacts {
+    /// `spec.serviceAccountName` (`default` if unset): the mesh identity.
+    pub service_account: Arc<str>,
     /// Non-empty `linkerd.io/control-plane-ns` label: the pod is meshed.
     pub control_plane_ns: Option<Arc<str>>,
     /// Non-empty `pod-template-hash` label.
@@ -49,16 +69,6 @@ pub struct PodFacts {
     pub skip_inbound_ports: PortRanges,
     /// The proxy's listen ports, from the `linkerd-proxy` container's env.
     pub proxy_ports: ProxyPorts,
-    /// `status.phase`.
-    pub phase: PodPhase,
-    /// `metadata.deletionTimestamp` is set.
-    pub terminating: bool,
-    /// `spec.hostNetwork`.
-    pub host_network: bool,
-    /// `status.podIP` first, then the other `status.podIPs`.
-    pub pod_ips: Box<[IpAddr]>,
-    /// `status.hostIP`.
-    pub host_ip: Option<IpAddr>,
     /// The host ports its containers expose.
     pub host_ports: Box<[u16]>,
 }
@@ -89,7 +99,7 @@ impl PodFacts {
     /// Whether the pod's host IP is `addr`'s IP and one of its containers
     /// exposes `addr`'s port as a host port.
     pub fn exposes_host_port(&self, addr: SocketAddr) -> bool {
-        self.host_ip == Some(addr.ip()) && self.host_ports.contains(&addr.port())
+        self.host_ip == Some(addr.ip()) && self.spec.host_ports.contains(&addr.port())
     }
 }
 
@@ -103,7 +113,7 @@ pub struct OwnerRef {
 }
 
 /// Why a proxy port could not be read from the pod spec.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, thiserror::Error)]
 pub enum ProxyPortError {
     /// No `linkerd-proxy` container (or init container).
     #[error("no linkerd-proxy container in the pod spec")]
@@ -125,7 +135,7 @@ pub enum ProxyPortError {
 }
 
 /// The proxy's listen ports, read from the `linkerd-proxy` container env.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ProxyPorts {
     /// `LINKERD2_PROXY_INBOUND_LISTEN_ADDR`.
     pub inbound: Result<u16, ProxyPortError>,

@@ -85,7 +85,9 @@ pub struct ClusterState {
     /// The Services whose slices reference a pod or workload, with
     /// reference counts (one can appear in several slices of one Service,
     /// one per family), so that its event recomputes only those Services.
-    workload_services: HashMap<WorkloadRef, HashMap<ServiceId, u32>>,
+    /// A list, not a map: a pod is in one or a few Services, and a map's
+    /// smallest table is four times the size of one entry.
+    workload_services: HashMap<WorkloadRef, Vec<(ServiceId, u32)>>,
     /// Zone of each node that has one (`topology.kubernetes.io/zone`); the
     /// only node fact read, so nodes are stored as this map.
     node_zones: HashMap<String, String>,
@@ -95,9 +97,11 @@ pub struct ClusterState {
     /// ServiceProfiles by (namespace, name); the name is the Service's FQDN,
     /// looked up in the client's namespace first, then the Service's.
     service_profiles: HashMap<ObjectName, Arc<ServiceProfile>>,
-    /// Pods by pod and host IP (a set: a host IP is shared by every pod of
-    /// the node), for `GetProfile` by address.
-    pods_by_ip: HashMap<IpAddr, HashSet<ObjectName>>,
+    /// Pods by pod and host IP (several: a host IP is shared by every pod
+    /// of the node), for `GetProfile` by address. A list, not a set: a pod
+    /// IP has one pod (a set's smallest table is four entries), a host IP
+    /// at most a node's pods (110 by default).
+    pods_by_ip: HashMap<IpAddr, Vec<ObjectName>>,
     /// ExternalWorkloads by each `ip:port` they declare (a set: an address
     /// claimed twice is reported as ambiguous), for `GetProfile` by address.
     external_workloads_by_addr: HashMap<SocketAddr, HashSet<ObjectName>>,
@@ -528,7 +532,7 @@ impl ClusterState {
     fn services_of(&self, key: &WorkloadRef) -> HashSet<ServiceId> {
         self.workload_services
             .get(key)
-            .map(|s| s.keys().cloned().collect())
+            .map(|s| s.iter().map(|(id, _)| id.clone()).collect())
             .unwrap_or_default()
     }
 
@@ -541,9 +545,17 @@ impl ClusterState {
         let ips: HashSet<IpAddr> = pod.map(|p| p.ips().collect()).unwrap_or_default();
         for ip in &ips {
             if add {
-                self.pods_by_ip.entry(*ip).or_default().insert(key.clone());
+                let keys = self
+                    .pods_by_ip
+                    .entry(*ip)
+                    .or_insert_with(|| Vec::with_capacity(1));
+                if !keys.contains(key) {
+                    keys.push(key.clone());
+                }
             } else if let Some(keys) = self.pods_by_ip.get_mut(ip) {
-                keys.remove(key);
+                if let Some(i) = keys.iter().position(|k| k == key) {
+                    keys.swap_remove(i);
+                }
                 if keys.is_empty() {
                     self.pods_by_ip.remove(ip);
                 }
@@ -616,16 +628,23 @@ impl ClusterState {
 
     fn track_slice_workloads(&mut self, service: &ServiceId, slice: &SliceFacts, add: bool) {
         for workload in slice_workloads(slice) {
-            let entry = self.workload_services.entry(workload.clone()).or_default();
-            let count = entry.entry(service.clone()).or_insert(0);
             if add {
-                *count += 1;
-            } else {
-                *count = count.saturating_sub(1);
-                if *count == 0 {
-                    entry.remove(service);
+                let services = self
+                    .workload_services
+                    .entry(workload)
+                    .or_insert_with(|| Vec::with_capacity(1));
+                match services.iter_mut().find(|(id, _)| id == service) {
+                    Some((_, count)) => *count += 1,
+                    None => services.push((service.clone(), 1)),
                 }
-                if entry.is_empty() {
+            } else if let Some(services) = self.workload_services.get_mut(&workload) {
+                if let Some(i) = services.iter().position(|(id, _)| id == service) {
+                    services[i].1 = services[i].1.saturating_sub(1);
+                    if services[i].1 == 0 {
+                        services.swap_remove(i);
+                    }
+                }
+                if services.is_empty() {
                     self.workload_services.remove(&workload);
                 }
             }

@@ -1,18 +1,26 @@
 //! One shared copy of each string that repeats across stored objects
 //! (namespaces, ServiceAccounts, node names, control-plane namespaces,
-//! zones): a pod's or slice's facts point at the index's copy instead of
-//! holding their own. Entries are never removed: these sets are bounded by
-//! the cluster's namespaces, nodes, zones and ServiceAccounts, not by its
-//! pods.
+//! zones), and of each pod template's facts: a pod's or slice's facts point
+//! at the index's copy instead of holding their own. Strings are never
+//! removed: that set is bounded by the cluster's namespaces, nodes, zones
+//! and ServiceAccounts, not by its pods; template facts no pod points at
+//! are (a rollout makes new ones).
 
 use std::{collections::HashSet, sync::Arc};
 
-use crate::core::{pod::PodFacts, slice::SliceFacts};
+use k8s_index::shared::Shared;
 
-/// The index's string set.
+use crate::core::{
+    pod::{PodFacts, PodSpecFacts},
+    slice::SliceFacts,
+};
+
+/// The index's shared values.
 #[derive(Debug, Default)]
 pub struct Interner {
     strings: HashSet<Arc<str>>,
+    /// The pods of a ReplicaSet have the same template facts.
+    pod_specs: Shared<PodSpecFacts>,
 }
 
 impl Interner {
@@ -28,9 +36,11 @@ impl Interner {
     /// `facts` with its repeating strings replaced by the shared copies.
     pub fn pod(&mut self, mut facts: PodFacts) -> PodFacts {
         facts.namespace = self.intern(&facts.namespace);
-        facts.service_account = self.intern(&facts.service_account);
         facts.node_name = facts.node_name.as_ref().map(|n| self.intern(n));
-        facts.control_plane_ns = facts.control_plane_ns.as_ref().map(|n| self.intern(n));
+        let mut spec = Arc::unwrap_or_clone(facts.spec);
+        spec.service_account = self.intern(&spec.service_account);
+        spec.control_plane_ns = spec.control_plane_ns.as_ref().map(|n| self.intern(n));
+        facts.spec = self.pod_specs.get(spec);
         facts
     }
 

@@ -17,7 +17,7 @@ use k8s_index::partial::{Kept, read_keys};
 use super::lookups::ClusterLookups;
 use crate::core::{
     endpoint::{OwnerLabel, OwnerRef, ParentKind, PodInfo, ProxyPortError, ProxyPorts},
-    pod::{PodFacts, PodPhase},
+    pod::{PodFacts, PodPhase, PodSpecFacts},
 };
 
 /// The `topology.kubernetes.io/zone` label of a node (metadata only), if set.
@@ -45,7 +45,7 @@ pub fn sole_owner(obj: &impl Resource) -> Option<OwnerRef> {
 /// statefulset, daemonset or job → that kind, else `replicaset`; a Job → its
 /// single owner's kind, else `k8s_job`; any other kind → lowercased.
 pub fn owner_label(pod: &PodFacts, lookups: &dyn ClusterLookups) -> OwnerLabel {
-    let Some(parent) = &pod.owner else {
+    let Some(parent) = &pod.spec.owner else {
         return OwnerLabel::new("pod", &pod.name);
     };
     let ns = &pod.namespace;
@@ -288,11 +288,8 @@ impl PodJson {
             }),
             _ => None,
         };
-        PodFacts {
-            name: meta.name.unwrap_or_default().into(),
-            namespace: or_default(meta.namespace.as_deref()),
+        let spec_facts = PodSpecFacts {
             service_account: or_default(spec.service_account_name.as_deref()),
-            node_name: non_empty(spec.node_name.as_deref()),
             control_plane_ns: non_empty(meta.labels.get(0)),
             pod_template_hash: meta.labels.get(1).filter(|v| !v.is_empty()).map(Box::from),
             owner,
@@ -303,6 +300,12 @@ impl PodJson {
                 .map(PortRanges::parse)
                 .unwrap_or_default(),
             proxy_ports,
+            host_ports: host_ports.into(),
+        };
+        PodFacts {
+            name: meta.name.unwrap_or_default().into(),
+            namespace: or_default(meta.namespace.as_deref()),
+            node_name: non_empty(spec.node_name.as_deref()),
             phase: match status.phase.as_deref() {
                 Some("Running") => PodPhase::Running,
                 Some("Succeeded" | "Failed") => PodPhase::Finished,
@@ -312,7 +315,7 @@ impl PodJson {
             host_network: spec.host_network.unwrap_or(false),
             pod_ips: pod_ips.into(),
             host_ip: status.host_ip.as_deref().and_then(|ip| ip.parse().ok()),
-            host_ports: host_ports.into(),
+            spec: Arc::new(spec_facts),
         }
     }
 }

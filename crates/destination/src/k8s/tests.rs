@@ -538,11 +538,11 @@ fn native_sidecar_proxy_in_init_containers() {
         }
     }
     spec.init_containers = Some(vec![proxy]);
-    let ports = facts(&pod).proxy_ports;
+    let ports = facts(&pod).spec.proxy_ports.clone();
     assert_eq!(ports.inbound, Ok(5143));
     assert_eq!(ports.admin, Ok(4191));
     assert_eq!(
-        facts(&plain_pod("p", "n")).proxy_ports.admin,
+        facts(&plain_pod("p", "n")).spec.proxy_ports.admin,
         Err(ProxyPortError::NoProxyContainer)
     );
 }
@@ -738,7 +738,7 @@ fn helpers() {
     // pod's container ports; an unknown name resolves to nothing.
     let mut pod = meshed_pod("p", "n");
     set_annotation(&mut pod, labels::OPAQUE_PORTS, "http,nope");
-    let opaque = facts(&pod).opaque_ports.expect("annotated");
+    let opaque = facts(&pod).spec.opaque_ports.clone().expect("annotated");
     assert!(opaque.contains(8080));
     assert!(!opaque.contains(80));
 }
@@ -788,24 +788,27 @@ fn pods_decode_into_their_facts() {
     );
     let f = pod.facts;
     assert_eq!(
-        (&*f.name, &*f.namespace, &*f.service_account),
+        (&*f.name, &*f.namespace, &*f.spec.service_account),
         ("web-0", "ns", "web-sa")
     );
     assert_eq!(f.node_name.as_deref(), Some("node-1"));
-    assert_eq!(f.control_plane_ns.as_deref(), Some("linkerd"));
-    assert_eq!(f.pod_template_hash.as_deref(), Some("abc"));
+    assert_eq!(f.spec.control_plane_ns.as_deref(), Some("linkerd"));
+    assert_eq!(f.spec.pod_template_hash.as_deref(), Some("abc"));
     assert_eq!(
-        f.owner,
+        f.spec.owner,
         Some(OwnerRef {
             kind: "ReplicaSet".into(),
             name: "web-abc".into()
         })
     );
-    let opaque = f.opaque_ports.as_ref().expect("annotated");
+    let opaque = f.spec.opaque_ports.as_ref().expect("annotated");
     assert!(opaque.contains(5432) && opaque.contains(9001) && !opaque.contains(8080));
-    assert!(f.skip_inbound_ports.contains(4190));
+    assert!(f.spec.skip_inbound_ports.contains(4190));
     assert_eq!(
-        (f.proxy_ports.inbound.clone(), f.proxy_ports.admin.clone()),
+        (
+            f.spec.proxy_ports.inbound.clone(),
+            f.spec.proxy_ports.admin.clone()
+        ),
         (Ok(4143), Ok(4191))
     );
     assert!(f.is_running() && f.terminating && !f.serves_pod_ip());

@@ -97,11 +97,14 @@ fn fill_pod(
     let labels = &mut wa.metric_labels;
     labels.insert("pod".into(), pod.name.to_string());
     labels.insert(pod.owner.key.clone(), pod.owner.name.clone());
-    labels.insert("serviceaccount".into(), pod.service_account.to_string());
-    if let Some(cp) = &pod.control_plane_ns {
+    labels.insert(
+        "serviceaccount".into(),
+        pod.spec.service_account.to_string(),
+    );
+    if let Some(cp) = &pod.spec.control_plane_ns {
         labels.insert("control_plane_ns".into(), cp.to_string());
     }
-    if let Some(hash) = &pod.pod_template_hash {
+    if let Some(hash) = &pod.spec.pod_template_hash {
         labels.insert("pod_template_hash".into(), hash.to_string());
     }
     labels.insert("zone".into(), ep.zone.clone().unwrap_or_default());
@@ -111,19 +114,19 @@ fn fill_pod(
         pod: pod.name.to_string(),
         source: source.clone(),
     };
-    let skipped = pod.skip_inbound_ports.contains(port);
-    if pod.control_plane_ns.is_some() && !skipped {
+    let skipped = pod.spec.skip_inbound_ports.contains(port);
+    if pod.spec.control_plane_ns.is_some() && !skipped {
         wa.http2 = cfg
             .meshed_http2_client_params
             .as_ref()
             .map(http2_client_params);
-        let admin = pod.proxy_ports.admin.as_ref().map_err(proxy_err)?;
-        let control = pod.proxy_ports.control.as_ref().map_err(proxy_err)?;
+        let admin = pod.spec.proxy_ports.admin.as_ref().map_err(proxy_err)?;
+        let control = pod.spec.proxy_ports.control.as_ref().map_err(proxy_err)?;
         let opaque = pod.is_opaque(port, cfg) || ep.opaque_by_server;
         let is_meta_port = port == *admin || port == *control;
         let mut hint = ProtocolHint::default();
         if !is_meta_port && (cfg.force_opaque_transport() || opaque) {
-            let inbound = pod.proxy_ports.inbound.as_ref().map_err(proxy_err)?;
+            let inbound = pod.spec.proxy_ports.inbound.as_ref().map_err(proxy_err)?;
             hint.opaque_transport = Some(protocol_hint::OpaqueTransport {
                 inbound_port: u32::from(*inbound),
             });
@@ -136,14 +139,14 @@ fn fill_pod(
         wa.protocol_hint = Some(hint);
     }
 
-    if let Some(cp) = &pod.control_plane_ns
+    if let Some(cp) = &pod.spec.control_plane_ns
         && !cfg.identity_trust_domain.is_empty()
         && **cp == *cfg.controller_namespace
         && !skipped
     {
         let id = tls_identity::DnsLikeIdentity {
             name: crate::core::mesh_identity(
-                &pod.service_account,
+                &pod.spec.service_account,
                 &pod.namespace,
                 cp,
                 &cfg.identity_trust_domain,

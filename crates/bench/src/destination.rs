@@ -176,7 +176,7 @@ pub(crate) fn request_frame(service: usize) -> Bytes {
 
 /// The streams a proxy opens for one target: its `Get` (whose updates are
 /// tagged with `service`) and, if `profiles`, its `GetProfile`.
-fn open_target(
+pub(crate) fn open_target(
     conn: &Conn,
     service: usize,
     profiles: bool,

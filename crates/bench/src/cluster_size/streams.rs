@@ -8,21 +8,16 @@
 //! with every stream that failed to open or ended early.
 //!
 //! The client is the destination bench's ([`crate::proxy_client`], its
-//! request frames and [`crate::common`]'s figures); only the opening of a
-//! stream is ours, to count how each one ends.
+//! targets and [`crate::common`]'s figures); every stream and connection
+//! end is recorded by reason ([`crate::ends`]) and reported.
 
 use std::{
     path::Path,
-    sync::{
-        Arc,
-        atomic::{AtomicUsize, Ordering},
-    },
+    sync::{Arc, atomic::AtomicUsize},
     time::{Duration, Instant},
 };
 
 use anyhow::Context;
-use bytes::Bytes;
-use http_body_util::BodyExt;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::{
     Api,
@@ -34,12 +29,11 @@ use tokio::sync::mpsc;
 use super::fixtures::{self, Fixtures};
 use crate::{
     common::{ConnectionMemory, CpuMark, FanOut, PerfRecord, observe_versions, wait_count},
-    destination::{GET_PATH, NS, request_frame},
-    proxy_client::{self, Conn, Messages},
+    destination::{NS, open_target},
+    proxy_client,
     stats::{Rss, rss},
 };
 
-const PROFILE_PATH: &str = "/io.linkerd.proxy.destination.Destination/GetProfile";
 /// Hot Services: every connection holds one `Get` stream of each.
 const HOT: usize = 2;
 /// Warm streams per connection.
@@ -57,17 +51,6 @@ const PERF_HOW: &[&str] = &[
     "dwarf,16384",
 ];
 
-/// How the streams ended, counted as they go.
-#[derive(Default)]
-pub struct Ends {
-    /// The first message arrived.
-    ready: AtomicUsize,
-    /// The call failed before a response (refused, reset, connection gone).
-    failed: AtomicUsize,
-    /// The stream ended (cleanly or not) while the benchmark ran.
-    ended: AtomicUsize,
-}
-
 /// What the stream phase measured.
 pub struct StreamFigures {
     pub memory: ConnectionMemory,
@@ -78,66 +61,12 @@ pub struct StreamFigures {
     pub per_change_ms: (f64, f64),
     pub fan_out: FanOut,
     pub changes: usize,
-    pub failed: usize,
-    pub ended: usize,
+    /// Streams that failed to open or ended while the benchmark ran, and
+    /// connections that ended meanwhile ([`crate::ends`] says why).
+    pub unexpected_streams: usize,
+    pub unexpected_connections: usize,
     pub connections_closed: usize,
     pub change_errors: usize,
-}
-
-/// Opens one server-streaming call in its own task, counting how it ends;
-/// every message after the first is sent on `events` tagged `key`.
-fn open(
-    conn: &Conn,
-    path: &'static str,
-    frame: Bytes,
-    key: Option<usize>,
-    events: &mpsc::UnboundedSender<(usize, Instant)>,
-    ends: &Arc<Ends>,
-) {
-    let (conn, events, ends) = (conn.clone(), events.clone(), ends.clone());
-    tokio::spawn(async move {
-        let mut body = match proxy_client::call(&conn, path, frame).await {
-            Ok(body) => body,
-            Err(_) => {
-                ends.failed.fetch_add(1, Ordering::Relaxed);
-                return;
-            }
-        };
-        let (mut messages, mut started) = (Messages::default(), false);
-        while let Some(Ok(frame)) = body.frame().await {
-            let Some(data) = frame.data_ref() else {
-                continue;
-            };
-            let mut n = messages.feed(data);
-            if n == 0 {
-                continue;
-            }
-            let at = Instant::now();
-            if !started {
-                started = true;
-                ends.ready.fetch_add(1, Ordering::Relaxed);
-                n -= 1;
-            }
-            if let Some(key) = key {
-                for _ in 0..n {
-                    let _ = events.send((key, at));
-                }
-            }
-        }
-        ends.ended.fetch_add(1, Ordering::Relaxed);
-    });
-}
-
-/// The `Get` (tagged with `service`) and `GetProfile` of one target.
-fn open_target(
-    conn: &Conn,
-    service: usize,
-    events: &mpsc::UnboundedSender<(usize, Instant)>,
-    ends: &Arc<Ends>,
-) {
-    let frame = request_frame(service);
-    open(conn, PROFILE_PATH, frame.clone(), None, events, ends);
-    open(conn, GET_PATH, frame, Some(service), events, ends);
 }
 
 /// The Service of `Get` stream `j` (0..4) of connection `c`.
@@ -166,16 +95,22 @@ pub async fn run(
     let services = fixtures.layout.services;
     let per_connection = 4;
     let (events, mut events_rx) = mpsc::unbounded_channel::<(usize, Instant)>();
-    let ends = Arc::new(Ends::default());
+    let ready = Arc::new(AtomicUsize::new(0));
 
     // One warm target per Service, so that every Service's state exists.
     let warm_conns =
         proxy_client::connect(addr, (services * 2).div_ceil(WARM_PER_CONNECTION)).await?;
     for s in 0..services {
-        open_target(&warm_conns[s * 2 / WARM_PER_CONNECTION], s, &events, &ends);
+        open_target(
+            &warm_conns[s * 2 / WARM_PER_CONNECTION],
+            s,
+            true,
+            &events,
+            &ready,
+        );
     }
     let mut per_service = vec![1usize; services];
-    wait_count(&ends.ready, services * 2).await?;
+    wait_count(&ready, services * 2).await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let warm = read_rss(pid)?;
 
@@ -189,12 +124,12 @@ pub async fn run(
     for (c, conn) in conns.iter().enumerate() {
         for j in 0..per_connection {
             let s = service_of(c, j, services);
-            open_target(conn, s, &events, &ends);
+            open_target(conn, s, true, &events, &ready);
             per_service[s] += 1;
         }
     }
     let streams = connections * per_connection;
-    wait_count(&ends.ready, (services + streams) * 2).await?;
+    wait_count(&ready, (services + streams) * 2).await?;
     let open_cpu = mark.since();
     tokio::time::sleep(Duration::from_secs(2)).await;
     let after = read_rss(pid)?;
@@ -250,10 +185,8 @@ pub async fn run(
         .chain(&conns)
         .filter(|c| c.is_closed())
         .count();
-    let (failed, ended) = (
-        ends.failed.load(Ordering::Relaxed),
-        ends.ended.load(Ordering::Relaxed),
-    );
+    let (unexpected_streams, unexpected_connections) = crate::ends::unexpected();
+    crate::ends::phase("teardown of the stream phase", true);
     drop((warm_conns, conns));
     let n = changes.max(1) as f64;
     let idle_rate = idle.0 / idle.2.max(1e-9);
@@ -273,8 +206,8 @@ pub async fn run(
         ),
         fan_out,
         changes,
-        failed,
-        ended,
+        unexpected_streams,
+        unexpected_connections,
         connections_closed,
         change_errors,
     })
@@ -312,8 +245,12 @@ impl StreamFigures {
         );
         self.fan_out.print("EndpointSlice");
         println!(
-            "  streams that failed to open: {}; streams that ended early: {}; connections closed: {}; change writes that failed: {}",
-            self.failed, self.ended, self.connections_closed, self.change_errors
+            "  streams that failed to open or ended early: {}; connections that ended: {}; connections closed: {}; change writes that failed: {}",
+            self.unexpected_streams,
+            self.unexpected_connections,
+            self.connections_closed,
+            self.change_errors
         );
+        crate::ends::report();
     }
 }

@@ -136,7 +136,7 @@ pub async fn call(conn: &Conn, path: &str, frame: Bytes) -> anyhow::Result<hyper
 }
 
 /// Why a call of [`call`] failed, for [`ends`].
-fn call_failure(error: &anyhow::Error) -> String {
+pub fn call_failure(error: &anyhow::Error) -> String {
     match error.downcast_ref::<hyper::Error>() {
         Some(hyper) => format!("failed to open: {}", ends::describe(hyper)),
         None => format!("failed to open: {error}"),
@@ -149,6 +149,36 @@ fn grpc_status(headers: &http::HeaderMap) -> String {
         .get("grpc-status")
         .and_then(|v| v.to_str().ok())
         .map_or_else(|| "none".to_string(), str::to_string)
+}
+
+/// Reads a call's response until its stream ends, handing each DATA frame
+/// to `on_data`, and returns why it ended, for [`ends`]. `on_data` returns
+/// `false` when the benchmark no longer reads (its run is over).
+pub async fn read_to_end(
+    body: &mut hyper::body::Incoming,
+    mut on_data: impl FnMut(&Bytes) -> bool,
+) -> String {
+    let mut status = None;
+    loop {
+        let frame = match body.frame().await {
+            Some(Ok(frame)) => frame,
+            Some(Err(error)) => return ends::describe(&error),
+            None => {
+                return format!(
+                    "ended by the server (grpc-status {})",
+                    status.as_deref().unwrap_or("none")
+                );
+            }
+        };
+        if let Some(trailers) = frame.trailers_ref() {
+            status = Some(grpc_status(trailers));
+        }
+        if let Some(data) = frame.data_ref()
+            && !on_data(data)
+        {
+            return "the benchmark stopped reading".to_string();
+        }
+    }
 }
 
 /// Reads `body` until its first complete message.
@@ -186,29 +216,11 @@ pub fn open(
                 return;
             }
         };
-        let mut messages = Messages::default();
-        let mut started = false;
-        let mut status = None;
-        let end = loop {
-            let frame = match body.frame().await {
-                Some(Ok(frame)) => frame,
-                Some(Err(error)) => break ends::describe(&error),
-                None => {
-                    break format!(
-                        "ended by the server (grpc-status {})",
-                        status.as_deref().unwrap_or("none")
-                    );
-                }
-            };
-            if let Some(trailers) = frame.trailers_ref() {
-                status = Some(grpc_status(trailers));
-            }
-            let Some(data) = frame.data_ref() else {
-                continue;
-            };
+        let (mut messages, mut started) = (Messages::default(), false);
+        let end = read_to_end(&mut body, |data| {
             let mut n = messages.feed(data);
             if n == 0 {
-                continue;
+                return true;
             }
             let at = Instant::now();
             if !started {
@@ -216,13 +228,10 @@ pub fn open(
                 ready.fetch_add(1, Ordering::Relaxed);
                 n -= 1;
             }
-            if let Some(key) = key
-                && (0..n).any(|_| events.send((key, at)).is_err())
-            {
-                // The benchmark stopped listening: its run is over.
-                break "the benchmark stopped reading".to_string();
-            }
-        };
+            // Stops when the benchmark no longer listens.
+            key.is_none_or(|key| (0..n).all(|_| events.send((key, at)).is_ok()))
+        })
+        .await;
         ends::stream_ended(end, key);
     });
 }

@@ -22,7 +22,6 @@ use std::{
 };
 
 use bytes::Bytes;
-use http_body_util::BodyExt;
 use tokio::{sync::Notify, task::JoinSet};
 
 use super::held::{self, Check, Frames, Held, Truth};
@@ -340,36 +339,12 @@ async fn stream(conn: proxy_client::Conn, spec: StreamSpec, state: Arc<Mutex<Str
     let mut body = match proxy_client::call(&conn, spec.path, spec.frame.clone()).await {
         Ok(body) => body,
         Err(error) => {
-            let reason = match error.downcast_ref::<hyper::Error>() {
-                Some(hyper) => format!("failed to open: {}", ends::describe(hyper)),
-                None => format!("failed to open: {error}"),
-            };
-            ends::stream_ended(reason, None);
+            ends::stream_ended(proxy_client::call_failure(&error), None);
             return;
         }
     };
     let mut frames = Frames::default();
-    let mut status = None;
-    let end = loop {
-        let frame = match body.frame().await {
-            Some(Ok(frame)) => frame,
-            Some(Err(error)) => break ends::describe(&error),
-            None => {
-                break format!(
-                    "ended by the server (grpc-status {})",
-                    status.as_deref().unwrap_or("none")
-                );
-            }
-        };
-        if let Some(trailers) = frame.trailers_ref() {
-            status = trailers
-                .get("grpc-status")
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string);
-        }
-        let Some(data) = frame.data_ref() else {
-            continue;
-        };
+    let end = proxy_client::read_to_end(&mut body, |data| {
         let mut s = lock(&state);
         let s = &mut *s;
         frames.feed(data, |message| {
@@ -380,6 +355,8 @@ async fn stream(conn: proxy_client::Conn, spec: StreamSpec, state: Arc<Mutex<Str
                 s.decode_errors += 1;
             }
         });
-    };
+        true
+    })
+    .await;
     ends::stream_ended(end, None);
 }

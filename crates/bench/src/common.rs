@@ -42,7 +42,15 @@ pub async fn wait_ready(what: &str, admin: SocketAddr) -> anyhow::Result<()> {
 }
 
 pub fn free_addr() -> anyhow::Result<SocketAddr> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?)
+    free_addr_on(std::net::Ipv4Addr::LOCALHOST)
+}
+
+/// A port free on loopback address `ip` (any of 127.0.0.0/8). A server
+/// that listens on an address of its own, as a pod does on its IP, cannot
+/// lose its port to another process's outgoing connection (those take
+/// ephemeral ports on 127.0.0.1) while it is down for a restart.
+pub fn free_addr_on(ip: std::net::Ipv4Addr) -> anyhow::Result<SocketAddr> {
+    Ok(std::net::TcpListener::bind((ip, 0))?.local_addr()?)
 }
 
 /// Watches `api` and reports when each resourceVersion became visible to

@@ -69,7 +69,11 @@ async fn replicas(
         Server::new(
             cluster,
             bin,
-            (&format!("{name}-{i}"), &format!("meridian-{i}")),
+            (
+                &format!("{name}-{i}"),
+                &format!("meridian-{i}"),
+                std::net::Ipv4Addr::new(127, 0, 1, u8::try_from(i + 1).unwrap_or(1)),
+            ),
             grpc_flag,
             "warn",
             extra,

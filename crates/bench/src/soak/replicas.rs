@@ -7,7 +7,7 @@
 //! both its processes run and are ready, as a pod's endpoint is.
 
 use std::{
-    net::SocketAddr,
+    net::{Ipv4Addr, SocketAddr},
     path::Path,
     sync::atomic::{AtomicBool, AtomicUsize, Ordering},
     time::Duration,
@@ -44,10 +44,12 @@ impl Replica {
     /// The replica's processes (not started).
     pub fn new(cluster: &Cluster, index: usize, bins: &Binaries<'_>) -> anyhow::Result<Self> {
         let name = format!("meridian-{index}");
+        // The replica's own loopback address, as a pod has its own IP.
+        let ip = Ipv4Addr::new(127, 0, 1, u8::try_from(index + 1)?);
         let policy = Server::new(
             cluster,
             bins.policy,
-            (&format!("policy-controller-{index}"), &name),
+            (&format!("policy-controller-{index}"), &name, ip),
             "grpc-addr",
             LOG_LEVEL,
             &[
@@ -58,7 +60,7 @@ impl Replica {
         let destination = Server::new(
             cluster,
             bins.destination,
-            (&format!("destination-{index}"), &name),
+            (&format!("destination-{index}"), &name, ip),
             "addr",
             LOG_LEVEL,
             &[

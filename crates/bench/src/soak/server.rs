@@ -6,7 +6,7 @@
 //! never logged the end of.
 
 use std::{
-    net::SocketAddr,
+    net::{Ipv4Addr, SocketAddr},
     path::{Path, PathBuf},
     time::{Duration, SystemTime},
 };
@@ -38,17 +38,18 @@ pub struct Server {
 impl Server {
     /// `bin --kubeconfig … --<grpc_flag>=<grpc> --admin-addr=<admin>
     /// --log-level=<log_level> --log-format=json extra…` with `HOSTNAME`
-    /// set to `hostname`, logging to `<name>.log`.
+    /// set to `hostname`, logging to `<name>.log`; both addresses on
+    /// loopback address `ip` (its replica's, as a pod's IP).
     pub fn new(
         cluster: &Cluster,
         bin: &Path,
-        (name, hostname): (&str, &str),
+        (name, hostname, ip): (&str, &str, Ipv4Addr),
         grpc_flag: &str,
         log_level: &str,
         extra: &[String],
     ) -> anyhow::Result<Self> {
-        let grpc = crate::common::free_addr()?;
-        let admin = crate::common::free_addr()?;
+        let grpc = crate::common::free_addr_on(ip)?;
+        let admin = crate::common::free_addr_on(ip)?;
         let mut args = vec![
             format!("--kubeconfig={}", cluster.kubeconfig_path().display()),
             format!("--{grpc_flag}={grpc}"),
@@ -87,7 +88,26 @@ impl Server {
         )
         .with_context(|| format!("starting {}", self.name))?;
         self.process = Some(process);
-        wait_ready(&self.name, self.admin).await
+        // Not ready yet, or gone: a process that exited is named at once,
+        // with why, rather than waited on.
+        let name = self.name.clone();
+        tokio::select! {
+            ready = wait_ready(&name, self.admin) => ready,
+            exited = self.wait_exit() => {
+                self.process = None;
+                bail!("not ready: {exited}")
+            }
+        }
+    }
+
+    /// Resolves once the process has exited, saying why (see [`Self::exited`]).
+    async fn wait_exit(&mut self) -> String {
+        loop {
+            if let Some(exited) = self.exited() {
+                return exited;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     /// Starts it again after a stop or a kill.

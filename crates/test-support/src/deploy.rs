@@ -39,11 +39,24 @@ impl crate::SharedCluster {
     /// Applies the namespace and RBAC of `deploy/base/` for real (the
     /// ServiceAccount `linkerd-destination` in `linkerd` with its roles).
     pub fn install_deploy_rbac(&self) {
-        for file in ["namespace.yaml", "rbac.yaml"] {
-            let path = deploy_dir().join("base").join(file);
+        self.apply_once("base", &["namespace.yaml", "rbac.yaml"]);
+    }
+
+    /// Applies `files` of `deploy/<dir>/` once per test process. Tests run
+    /// in parallel: two `kubectl apply`s of an object that does not exist
+    /// yet both try to create it, and one fails with AlreadyExists.
+    fn apply_once(&self, dir: &str, files: &[&str]) {
+        static APPLIED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+        let mut applied = APPLIED.lock().unwrap_or_else(|p| p.into_inner());
+        if applied.iter().any(|d| d == dir) {
+            return;
+        }
+        for file in files {
+            let path = deploy_dir().join(dir).join(file);
             let (ok, out) = self.kubectl(&["apply", "-f", &path.display().to_string()], None);
             assert!(ok, "applying {}: {out}", path.display());
         }
+        applied.push(dir.to_string());
     }
 
     /// `command` followed by `args` of a container of the shadow's
@@ -74,11 +87,7 @@ impl crate::SharedCluster {
     /// after `deploy/base/`'s (its Role lives in `linkerd`).
     pub fn install_shadow_rbac(&self) {
         self.install_deploy_rbac();
-        for file in ["namespace.yaml", "rbac.yaml"] {
-            let path = deploy_dir().join("shadow").join(file);
-            let (ok, out) = self.kubectl(&["apply", "-f", &path.display().to_string()], None);
-            assert!(ok, "applying {}: {out}", path.display());
-        }
+        self.apply_once("shadow", &["namespace.yaml", "rbac.yaml"]);
     }
 
     /// A kubeconfig for this cluster that authenticates as the

@@ -28,7 +28,7 @@ pub const REQUIRE_IDENTITY_ANNOTATION: &str = k8s_api::labels::REQUIRE_IDENTITY_
 
 /// What the index keeps of a workload's definition: the same for every pod
 /// of a ReplicaSet, so the index keeps one shared copy of each
-/// ([`super::shared`]).
+/// ([`k8s_index::shared`]).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct WorkloadInfo {
     /// Which Servers may select it (`podSelector` or

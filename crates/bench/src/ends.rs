@@ -80,6 +80,14 @@ pub fn stream_ended(reason: String, key: Option<usize>) {
     count(Kind::Stream, reason, false);
 }
 
+/// Starts counting keyed stream ends afresh: a benchmark that measures
+/// several servers one after another calls it before each one's streams,
+/// so that the last one's torn-down streams do not count as this one's
+/// ended streams. (The counts by reason are kept for the report.)
+pub fn forget_keyed() {
+    record().keyed.clear();
+}
+
 /// Streams whose updates were tagged `key` that ended.
 pub fn keyed_stream_ends(key: usize) -> usize {
     record().keyed.get(&key).copied().unwrap_or(0)

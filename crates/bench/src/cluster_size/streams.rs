@@ -96,6 +96,11 @@ pub async fn run(
     let per_connection = 4;
     let (events, mut events_rx) = mpsc::unbounded_channel::<(usize, Instant)>();
     let ready = Arc::new(AtomicUsize::new(0));
+    // The streams of a build measured before this one ended at its
+    // teardown, under the same keys (a change would wait for none).
+    crate::ends::forget_keyed();
+    crate::ends::phase("run", false);
+    let unexpected_before = crate::ends::unexpected();
 
     // One warm target per Service, so that every Service's state exists.
     let warm_conns =
@@ -185,7 +190,11 @@ pub async fn run(
         .chain(&conns)
         .filter(|c| c.is_closed())
         .count();
-    let (unexpected_streams, unexpected_connections) = crate::ends::unexpected();
+    let (streams_now, connections_now) = crate::ends::unexpected();
+    let (unexpected_streams, unexpected_connections) = (
+        streams_now - unexpected_before.0,
+        connections_now - unexpected_before.1,
+    );
     crate::ends::phase("teardown of the stream phase", true);
     drop((warm_conns, conns));
     let n = changes.max(1) as f64;

@@ -23,6 +23,7 @@ pub mod backoff;
 pub mod cache;
 pub mod confirm;
 pub mod index;
+mod known;
 pub mod metrics;
 pub mod partial;
 pub mod resources;

@@ -8,7 +8,7 @@
 //! retried soon ([`WatchBackoff`](crate::WatchBackoff): at most 2 s apart). `managedFields`, large and
 //! read by no index, are dropped once on the stream ([`Checked::trim`]).
 
-use std::{collections::HashSet, fmt::Debug, sync::Arc};
+use std::{fmt::Debug, sync::Arc};
 
 use futures::{Stream, StreamExt, future::BoxFuture};
 use k8s_openapi::api::{
@@ -26,7 +26,7 @@ use parking_lot::RwLock;
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
-use crate::{Index, IndexMetrics, ObjectKey, metrics::KindMetrics};
+use crate::{Index, IndexMetrics, ObjectKey, known::KnownKeys, metrics::KindMetrics};
 
 /// An index shared between its watch and its readers.
 pub type SharedIndex<I> = Arc<RwLock<I>>;
@@ -268,14 +268,14 @@ fn causes(error: &(dyn std::error::Error + 'static)) -> String {
 
 /// Keys the index holds, and the objects of a list in progress.
 struct WatchState<K> {
-    known: HashSet<ObjectKey>,
+    known: KnownKeys,
     listing: Option<Vec<K>>,
 }
 
 impl<K> Default for WatchState<K> {
     fn default() -> Self {
         Self {
-            known: HashSet::new(),
+            known: KnownKeys::default(),
             listing: None,
         }
     }
@@ -304,12 +304,16 @@ impl<K: Resource> WatchState<K> {
             },
             watcher::Event::InitDone => {
                 let objects = self.listing.take().unwrap_or_default();
-                let listed: HashSet<ObjectKey> = objects.iter().filter_map(ObjectKey::of).collect();
-                let removed: Vec<ObjectKey> = self.known.difference(&listed).cloned().collect();
+                let mut listed = KnownKeys::default();
+                for meta in objects.iter().map(Resource::meta) {
+                    if let Some(name) = &meta.name {
+                        listed.insert_parts(meta.namespace.as_deref(), name);
+                    }
+                }
+                let removed = self.known.replace(listed);
                 if !removed.is_empty() {
                     tracing::info!(%kind, removed = removed.len(), "re-list removed objects deleted while the watch was down");
                 }
-                self.known = listed;
                 index.write().reset(objects, removed);
                 metrics.resets.inc();
                 return true;
@@ -317,7 +321,7 @@ impl<K: Resource> WatchState<K> {
             watcher::Event::Apply(obj) => match obj.checked() {
                 Ok(obj) => {
                     if let Some(key) = ObjectKey::of(&obj) {
-                        self.known.insert(key);
+                        self.known.insert(&key);
                         index.write().apply(obj);
                         metrics.applied.inc();
                     }

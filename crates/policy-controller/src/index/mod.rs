@@ -15,7 +15,11 @@ pub mod gateway_routes;
 pub mod opaque_feed;
 pub mod outbound;
 mod pod;
+mod port_servers;
 pub mod ratelimit;
+mod reindex;
+#[cfg(test)]
+mod reindex_tests;
 pub(crate) mod routes;
 mod selector;
 mod server;
@@ -387,40 +391,49 @@ impl Index {
         } = self;
         // Recomputes one workload; its Server-made opaque ports feed the
         // destination.
-        let mut reindex = |ns_name: &str, name: &str, w: &mut WorkloadState, policy: &PolicyNs| {
-            w.reindex(policy, authentications, cluster, servers);
-            opaque.set(w.info.kind, ns_name, name, w.server_opaque_ports());
+        let mut reindex =
+            |pass: &mut reindex::Pass<'_>, ns_name: &str, name: &str, w: &mut WorkloadState| {
+                pass.reindex(w);
+                opaque.set(w.info.kind, ns_name, name, w.server_opaque_ports());
+            };
+        let touched: BTreeSet<String> = if pending.all {
+            namespaces.keys().cloned().collect()
+        } else {
+            let workload_ns = pending.workloads.iter().map(|(ns, _, _)| ns);
+            pending
+                .namespaces
+                .iter()
+                .chain(workload_ns)
+                .cloned()
+                .collect()
         };
-        let mut reindex_ns = |ns_name: &str, ns: &mut Namespace| {
+        for ns_name in &touched {
+            let Some(ns) = namespaces.get_mut(ns_name) else {
+                continue;
+            };
             let Namespace {
                 pods,
                 external_workloads,
                 policy,
             } = ns;
-            for (name, w) in pods.iter_mut().chain(external_workloads.iter_mut()) {
-                reindex(ns_name, name, w, policy);
-            }
-        };
-        if pending.all {
-            for (name, ns) in namespaces.iter_mut() {
-                reindex_ns(name, ns);
-            }
-        } else {
-            for name in &pending.namespaces {
-                if let Some(ns) = namespaces.get_mut(name) {
-                    reindex_ns(name, ns);
+            let mut pass = reindex::Pass::new(policy, authentications, cluster, servers);
+            if pending.all || pending.namespaces.contains(ns_name) {
+                for (name, w) in pods.iter_mut().chain(external_workloads.iter_mut()) {
+                    reindex(&mut pass, ns_name, name, w);
                 }
+                continue;
             }
-            for (ns_name, kind, name) in &pending.workloads {
-                if pending.namespaces.contains(ns_name) {
-                    continue;
-                }
-                let Some(ns) = namespaces.get_mut(ns_name) else {
-                    continue;
+            let touched = pending
+                .workloads
+                .range((ns_name.clone(), WorkloadKind::Pod, String::new())..)
+                .take_while(|(ns, _, _)| ns == ns_name);
+            for (_, kind, name) in touched {
+                let workloads = match kind {
+                    WorkloadKind::Pod => &mut *pods,
+                    WorkloadKind::External => &mut *external_workloads,
                 };
-                let (workloads, policy) = ns.workloads_and_policy(*kind);
                 if let Some(w) = workloads.get_mut(name) {
-                    reindex(ns_name, name, w, policy);
+                    reindex(&mut pass, ns_name, name, w);
                 }
             }
         }

@@ -10,24 +10,24 @@ use tokio::sync::watch;
 use super::*;
 use crate::core::{ClientAuthentication, ClientAuthorization, ProxyProtocol, routes};
 
-const NS: &str = "ns";
+pub(super) const NS: &str = "ns";
 
-fn net(s: &str) -> IpNet {
+pub(super) fn net(s: &str) -> IpNet {
     s.parse().expect("valid net")
 }
 
-fn port(n: u16) -> NonZeroU16 {
+pub(super) fn port(n: u16) -> NonZeroU16 {
     NonZeroU16::new(n).expect("nonzero")
 }
 
-fn cluster() -> ClusterInfo {
+pub(super) fn cluster() -> ClusterInfo {
     ClusterInfo {
         networks: vec![net("10.0.0.0/8")],
         ..ClusterInfo::default()
     }
 }
 
-fn obj<K: serde::de::DeserializeOwned>(v: Value) -> K {
+pub(super) fn obj<K: serde::de::DeserializeOwned>(v: Value) -> K {
     serde_json::from_value(v).expect("valid object")
 }
 
@@ -39,7 +39,7 @@ fn time(secs: u64) -> String {
 }
 
 /// A meshed pod in `ns` with labels and named ports of one container.
-fn pod_in(ns: &str, name: &str, labels: Value, ports: &[(&str, u16)]) -> Pod {
+pub(super) fn pod_in(ns: &str, name: &str, labels: Value, ports: &[(&str, u16)]) -> Pod {
     let mut labels = labels;
     labels[CONTROL_PLANE_NS_LABEL] = json!("linkerd");
     let ports: Vec<Value> = ports
@@ -52,11 +52,11 @@ fn pod_in(ns: &str, name: &str, labels: Value, ports: &[(&str, u16)]) -> Pod {
     }))
 }
 
-fn pod(name: &str, labels: Value, ports: &[(&str, u16)]) -> Pod {
+pub(super) fn pod(name: &str, labels: Value, ports: &[(&str, u16)]) -> Pod {
     pod_in(NS, name, labels, ports)
 }
 
-fn server(name: &str, created: u64, spec: Value) -> Server {
+pub(super) fn server(name: &str, created: u64, spec: Value) -> Server {
     server_with_labels(name, created, json!({}), spec)
 }
 
@@ -72,7 +72,7 @@ fn key(name: &str) -> ObjectKey {
     ObjectKey::new(Some(NS), name)
 }
 
-fn rx(index: &mut Index, pod: &str, p: u16) -> watch::Receiver<Arc<InboundServer>> {
+pub(super) fn rx(index: &mut Index, pod: &str, p: u16) -> watch::Receiver<Arc<InboundServer>> {
     index.pod_server_rx(NS, pod, port(p)).expect("known pod")
 }
 
@@ -774,7 +774,7 @@ fn authentication_changes_reach_every_namespace_and_unchanged_ones_do_not_publis
 
 // === Probes and routes ===
 
-fn probed_pod(name: &str) -> Pod {
+pub(super) fn probed_pod(name: &str) -> Pod {
     obj(json!({
         "metadata": {"namespace": NS, "name": name, "labels": {CONTROL_PLANE_NS_LABEL: "linkerd"}},
         "spec": {"containers": [{

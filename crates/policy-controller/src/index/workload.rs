@@ -1,8 +1,8 @@
 //! A workload in the index, a meshed pod or an external workload: its
 //! labels, annotation settings, named ports and probe paths, and the
 //! published server of each of its known ports. Both kinds share this
-//! state and its Server matching; [`super::pod`] and
-//! [`super::external_workload`] read their resources into it.
+//! state; [`super::pod`] and [`super::external_workload`] read their
+//! resources into it, and [`super::reindex`] matches it with Servers.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -13,7 +13,7 @@ use std::{
 use k8s_index::shared::Shared;
 use tokio::sync::watch;
 
-use super::{ClusterInfo, PolicyNs, authz::Authentications, selector::Labels, server::PortRef};
+use super::{ClusterInfo, port_servers::PortServers, selector::Labels};
 use crate::core::{
     DefaultPolicy, InboundServer, PortSet, ProxyProtocol, ServerRef, WorkloadKind, parse_port_set,
     routes::default_http_routes,
@@ -82,63 +82,19 @@ impl Settings {
     }
 }
 
-/// Whether a port's `protocol` is TCP (the default when unset).
-pub(super) fn is_tcp(protocol: Option<&str>) -> bool {
-    protocol.is_none_or(|p| p.eq_ignore_ascii_case("TCP"))
-}
-
-/// A workload in the index.
-#[derive(Debug)]
-pub(super) struct WorkloadState {
-    /// Shared with the workload's siblings (same definition).
-    pub info: Arc<WorkloadInfo>,
-    pub port_servers: BTreeMap<NonZeroU16, PortServer>,
-}
-
-/// The published server of one port.
-#[derive(Debug)]
-pub(super) struct PortServer {
-    /// The Server resource, or `None` for the default server.
-    pub server: Option<String>,
-    /// The server is shared with every workload port that has the same
-    /// one (all the ports a Server selects, most often).
-    pub tx: watch::Sender<Arc<InboundServer>>,
-}
-
-impl WorkloadState {
-    pub fn new(info: Arc<WorkloadInfo>) -> Self {
-        Self {
-            info,
-            port_servers: BTreeMap::new(),
-        }
-    }
-
-    fn probe_paths(&self, port: NonZeroU16) -> impl Iterator<Item = &str> {
-        self.info
-            .probes
+impl WorkloadInfo {
+    /// The HTTP probe paths of `port`.
+    pub fn probe_paths(&self, port: NonZeroU16) -> impl Iterator<Item = &str> {
+        self.probes
             .get(&port)
             .into_iter()
             .flatten()
             .map(String::as_str)
     }
 
-    fn select_ports(&self, port: &PortRef) -> Vec<NonZeroU16> {
-        match port {
-            PortRef::Number(p) => vec![*p],
-            PortRef::Name(name) => self
-                .info
-                .port_names
-                .get(name)
-                .into_iter()
-                .flatten()
-                .copied()
-                .collect(),
-        }
-    }
-
     /// The default server of `port` for this workload.
     pub fn default_server(&self, port: NonZeroU16, cluster: &ClusterInfo) -> InboundServer {
-        let settings = &self.info.settings;
+        let settings = &self.settings;
         let protocol = if settings.opaque_ports.contains(&port) {
             ProxyProtocol::Opaque
         } else {
@@ -159,66 +115,29 @@ impl WorkloadState {
             ratelimit: None,
         }
     }
+}
 
-    /// Recomputes the server of every port Servers select and of every
-    /// known port, publishing only real changes. Only Servers selecting
-    /// this workload's kind apply. The oldest Server (then the first by
-    /// name) wins a contested port.
-    pub fn reindex(
-        &mut self,
-        policy: &PolicyNs,
-        authns: &Authentications,
-        cluster: &ClusterInfo,
-        servers: &mut Shared<InboundServer>,
-    ) {
-        let mut unmatched: BTreeSet<NonZeroU16> = self.port_servers.keys().copied().collect();
-        let mut matched: BTreeMap<NonZeroU16, &str> = BTreeMap::new();
-        for (name, srv) in policy.servers_by_age() {
-            if !srv.selector.selects(self.info.kind, &self.info.labels) {
-                continue;
-            }
-            for port in self.select_ports(&srv.port) {
-                if let Some(winner) = matched.get(&port) {
-                    tracing::warn!(%port, server = %winner, conflict = %name, "Port already matched by another server; skipping");
-                    continue;
-                }
-                let server =
-                    policy.inbound_server(name, srv, authns, cluster, self.probe_paths(port));
-                self.publish(port, Some(name), servers.get(server));
-                matched.insert(port, name);
-                unmatched.remove(&port);
-            }
-        }
-        for port in unmatched {
-            let server = self.default_server(port, cluster);
-            self.publish(port, None, servers.get(server));
-        }
-    }
+/// Whether a port's `protocol` is TCP (the default when unset).
+pub(super) fn is_tcp(protocol: Option<&str>) -> bool {
+    protocol.is_none_or(|p| p.eq_ignore_ascii_case("TCP"))
+}
 
-    fn publish(&mut self, port: NonZeroU16, name: Option<&str>, server: Arc<InboundServer>) {
-        match self.port_servers.get_mut(&port) {
-            None => {
-                let (tx, _) = watch::channel(server);
-                self.port_servers.insert(
-                    port,
-                    PortServer {
-                        server: name.map(str::to_string),
-                        tx,
-                    },
-                );
-            }
-            Some(ps) => {
-                if ps.server.as_deref() != name {
-                    ps.server = name.map(str::to_string);
-                }
-                ps.tx.send_if_modified(|current| {
-                    if *current == server {
-                        return false;
-                    }
-                    *current = server;
-                    true
-                });
-            }
+/// A workload in the index.
+#[derive(Debug)]
+pub(super) struct WorkloadState {
+    /// Shared with the workload's siblings (same definition).
+    pub info: Arc<WorkloadInfo>,
+    /// The ports Servers select and the ports looked up; a port's server
+    /// is shared with every workload port that has the same one (all the
+    /// ports a Server selects, most often).
+    pub port_servers: PortServers,
+}
+
+impl WorkloadState {
+    pub fn new(info: Arc<WorkloadInfo>) -> Self {
+        Self {
+            info,
+            port_servers: PortServers::default(),
         }
     }
 
@@ -227,7 +146,7 @@ impl WorkloadState {
         self.port_servers
             .iter()
             .filter(|(_, ps)| {
-                ps.server.is_some() && matches!(ps.tx.borrow().protocol, ProxyProtocol::Opaque)
+                ps.from_server() && matches!(ps.current().protocol, ProxyProtocol::Opaque)
             })
             .map(|(port, _)| port.get())
             .collect()
@@ -241,12 +160,7 @@ impl WorkloadState {
         cluster: &ClusterInfo,
         servers: &mut Shared<InboundServer>,
     ) -> watch::Receiver<Arc<InboundServer>> {
-        if let Some(ps) = self.port_servers.get(&port) {
-            return ps.tx.subscribe();
-        }
-        let (tx, rx) = watch::channel(servers.get(self.default_server(port, cluster)));
-        self.port_servers
-            .insert(port, PortServer { server: None, tx });
-        rx
+        let default = || servers.get(self.info.default_server(port, cluster));
+        self.port_servers.subscribe(port, default)
     }
 }

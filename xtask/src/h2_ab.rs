@@ -74,7 +74,8 @@ struct Outcome {
     run: usize,
     /// Missed updates, unexpected stream ends, unexpected connection ends.
     summary: Option<(usize, usize, usize)>,
-    /// Bytes per connection with its streams, as printed.
+    /// The benchmark's line of bytes per connection with its streams, as
+    /// printed ("per connection with its 4 streams: … bytes").
     per_connection: Option<String>,
     status: String,
     log: PathBuf,
@@ -161,10 +162,12 @@ fn print_outcome(o: &Outcome) {
         None => format!("NO SUMMARY ({}; see {})", o.status, o.log.display()),
     };
     println!(
-        "    run {:>2} {:<8}: {summary}; per connection {}",
+        "    run {:>2} {:<8}: {summary}; {}",
         o.run,
         o.set,
-        o.per_connection.as_deref().unwrap_or("?")
+        o.per_connection
+            .as_deref()
+            .unwrap_or("per connection: not printed")
     );
 }
 

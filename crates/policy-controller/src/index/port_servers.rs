@@ -36,7 +36,7 @@ impl PortServer {
     }
 
     /// Whether a Server resource (not a default policy) publishes it.
-    pub fn from_server(&self) -> bool {
+    pub fn is_from_server(&self) -> bool {
         matches!(self.current().reference, ServerRef::Server(_))
     }
 
@@ -180,7 +180,7 @@ mod tests {
             ServerRef::Server("web".into())
         );
         let (_, ps) = ports.iter().next().expect("one port");
-        assert!(ps.from_server());
+        assert!(ps.is_from_server());
     }
 
     #[test]

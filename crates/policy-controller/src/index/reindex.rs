@@ -30,6 +30,9 @@ use crate::core::InboundServer;
 /// every workload holding it keeps alive for the pass.
 type InfoId = *const WorkloadInfo;
 
+/// The ports Servers select on one definition, sorted, with their servers.
+type Selected = Arc<[(NonZeroU16, Arc<InboundServer>)]>;
+
 /// One recomputation pass over workloads of one namespace.
 pub(super) struct Pass<'a> {
     policy: &'a PolicyNs,
@@ -39,7 +42,7 @@ pub(super) struct Pass<'a> {
     /// The namespace's Servers, oldest first (the first wins a port).
     by_age: Vec<(&'a str, &'a ServerSpec)>,
     /// Per definition: the ports Servers select, with their servers.
-    selected: HashMap<InfoId, Arc<[(NonZeroU16, Arc<InboundServer>)]>>,
+    selected: HashMap<InfoId, Selected>,
     /// Per definition and port: the default server.
     defaults: HashMap<(InfoId, NonZeroU16), Arc<InboundServer>>,
 }
@@ -102,7 +105,7 @@ impl<'a> Pass<'a> {
     /// with their servers. Only Servers selecting the workload's kind
     /// apply; the oldest Server (then the first by name) wins a contested
     /// port.
-    fn selected(&mut self, info: &Arc<WorkloadInfo>) -> Arc<[(NonZeroU16, Arc<InboundServer>)]> {
+    fn selected(&mut self, info: &Arc<WorkloadInfo>) -> Selected {
         if let Some(selected) = self.selected.get(&Arc::as_ptr(info)) {
             return selected.clone();
         }
@@ -129,7 +132,7 @@ impl<'a> Pass<'a> {
                 winners.insert(port, (name, servers.get(server)));
             }
         }
-        let selected: Arc<[_]> = winners
+        let selected: Selected = winners
             .into_iter()
             .map(|(port, (_, server))| (port, server))
             .collect();

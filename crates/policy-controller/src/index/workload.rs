@@ -146,7 +146,7 @@ impl WorkloadState {
         self.port_servers
             .iter()
             .filter(|(_, ps)| {
-                ps.from_server() && matches!(ps.current().protocol, ProxyProtocol::Opaque)
+                ps.is_from_server() && matches!(ps.current().protocol, ProxyProtocol::Opaque)
             })
             .map(|(port, _)| port.get())
             .collect()

@@ -379,66 +379,6 @@ impl Index {
             Touched::Nothing
         }
     }
-
-    fn flush(&mut self, pending: Pending) {
-        let Self {
-            cluster,
-            namespaces,
-            authentications,
-            opaque,
-            servers,
-            ..
-        } = self;
-        // Recomputes one workload; its Server-made opaque ports feed the
-        // destination.
-        let mut reindex =
-            |pass: &mut reindex::Pass<'_>, ns_name: &str, name: &str, w: &mut WorkloadState| {
-                pass.reindex(w);
-                opaque.set(w.info.kind, ns_name, name, w.server_opaque_ports());
-            };
-        let touched: BTreeSet<String> = if pending.all {
-            namespaces.keys().cloned().collect()
-        } else {
-            let workload_ns = pending.workloads.iter().map(|(ns, _, _)| ns);
-            pending
-                .namespaces
-                .iter()
-                .chain(workload_ns)
-                .cloned()
-                .collect()
-        };
-        for ns_name in &touched {
-            let Some(ns) = namespaces.get_mut(ns_name) else {
-                continue;
-            };
-            let Namespace {
-                pods,
-                external_workloads,
-                policy,
-            } = ns;
-            let mut pass = reindex::Pass::new(policy, authentications, cluster, servers);
-            if pending.all || pending.namespaces.contains(ns_name) {
-                for (name, w) in pods.iter_mut().chain(external_workloads.iter_mut()) {
-                    reindex(&mut pass, ns_name, name, w);
-                }
-                continue;
-            }
-            let touched = pending
-                .workloads
-                .range((ns_name.clone(), WorkloadKind::Pod, String::new())..)
-                .take_while(|(ns, _, _)| ns == ns_name);
-            for (_, kind, name) in touched {
-                let workloads = match kind {
-                    WorkloadKind::Pod => &mut *pods,
-                    WorkloadKind::External => &mut *external_workloads,
-                };
-                if let Some(w) = workloads.get_mut(name) {
-                    reindex(&mut pass, ns_name, name, w);
-                }
-            }
-        }
-        namespaces.retain(|_, ns| !ns.is_empty());
-    }
 }
 
 impl Namespace {

@@ -1,6 +1,7 @@
-//! Recomputing the servers of a namespace's workloads after a change: the
-//! Servers selecting each port, the winner of a contested port, and the
-//! published server of every known port.
+//! Recomputing the servers of a namespace's workloads after a change
+//! ([`Index::flush`] of what the change touched): the Servers selecting
+//! each port, the winner of a contested port, and the published server of
+//! every known port.
 //!
 //! A pass over many workloads ([`Pass`]) computes what the pods of one
 //! ReplicaSet share only once: their definition is one shared
@@ -10,7 +11,7 @@
 //! hashing a server per pod port and per ReplicaSet port (issue 21).
 
 use std::{
-    collections::{BTreeMap, HashMap},
+    collections::{BTreeMap, BTreeSet, HashMap},
     num::NonZeroU16,
     sync::Arc,
 };
@@ -18,13 +19,13 @@ use std::{
 use k8s_index::shared::Shared;
 
 use super::{
-    ClusterInfo, PolicyNs,
+    ClusterInfo, Index, Namespace, Pending, PolicyNs,
     authz::Authentications,
     server::PortRef,
     server::ServerSpec,
     workload::{WorkloadInfo, WorkloadState},
 };
-use crate::core::InboundServer;
+use crate::core::{InboundServer, WorkloadKind};
 
 /// A workload definition in a pass: the address of its shared copy, which
 /// every workload holding it keeps alive for the pass.
@@ -32,6 +33,70 @@ type InfoId = *const WorkloadInfo;
 
 /// The ports Servers select on one definition, sorted, with their servers.
 type Selected = Arc<[(NonZeroU16, Arc<InboundServer>)]>;
+
+impl Index {
+    /// Recomputes what `pending` touched: whole namespaces, or single
+    /// workloads, one [`Pass`] per namespace.
+    pub(super) fn flush(&mut self, pending: Pending) {
+        let Self {
+            cluster,
+            namespaces,
+            authentications,
+            opaque,
+            servers,
+            ..
+        } = self;
+        // Recomputes one workload; its Server-made opaque ports feed the
+        // destination.
+        let mut reindex =
+            |pass: &mut Pass<'_>, ns_name: &str, name: &str, w: &mut WorkloadState| {
+                pass.reindex(w);
+                opaque.set(w.info.kind, ns_name, name, w.server_opaque_ports());
+            };
+        let touched: BTreeSet<String> = if pending.all {
+            namespaces.keys().cloned().collect()
+        } else {
+            let workload_ns = pending.workloads.iter().map(|(ns, _, _)| ns);
+            pending
+                .namespaces
+                .iter()
+                .chain(workload_ns)
+                .cloned()
+                .collect()
+        };
+        for ns_name in &touched {
+            let Some(ns) = namespaces.get_mut(ns_name) else {
+                continue;
+            };
+            let Namespace {
+                pods,
+                external_workloads,
+                policy,
+            } = ns;
+            let mut pass = Pass::new(policy, authentications, cluster, servers);
+            if pending.all || pending.namespaces.contains(ns_name) {
+                for (name, w) in pods.iter_mut().chain(external_workloads.iter_mut()) {
+                    reindex(&mut pass, ns_name, name, w);
+                }
+                continue;
+            }
+            let touched = pending
+                .workloads
+                .range((ns_name.clone(), WorkloadKind::Pod, String::new())..)
+                .take_while(|(ns, _, _)| ns == ns_name);
+            for (_, kind, name) in touched {
+                let workloads = match kind {
+                    WorkloadKind::Pod => &mut *pods,
+                    WorkloadKind::External => &mut *external_workloads,
+                };
+                if let Some(w) = workloads.get_mut(name) {
+                    reindex(&mut pass, ns_name, name, w);
+                }
+            }
+        }
+        namespaces.retain(|_, ns| !ns.is_empty());
+    }
+}
 
 /// One recomputation pass over workloads of one namespace.
 pub(super) struct Pass<'a> {

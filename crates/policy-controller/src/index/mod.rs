@@ -387,19 +387,20 @@ impl Namespace {
     }
 
     fn workloads_mut(&mut self, kind: WorkloadKind) -> &mut HashMap<String, WorkloadState> {
-        self.workloads_and_policy(kind).0
+        workloads_of(&mut self.pods, &mut self.external_workloads, kind)
     }
+}
 
-    /// The workloads of `kind`, beside the policy they are matched against.
-    fn workloads_and_policy(
-        &mut self,
-        kind: WorkloadKind,
-    ) -> (&mut HashMap<String, WorkloadState>, &PolicyNs) {
-        let workloads = match kind {
-            WorkloadKind::Pod => &mut self.pods,
-            WorkloadKind::External => &mut self.external_workloads,
-        };
-        (workloads, &self.policy)
+/// A namespace's workloads of `kind`, from its pods and external
+/// workloads (borrowed apart, so that its policy can be borrowed beside).
+fn workloads_of<'a>(
+    pods: &'a mut HashMap<String, WorkloadState>,
+    external_workloads: &'a mut HashMap<String, WorkloadState>,
+    kind: WorkloadKind,
+) -> &'a mut HashMap<String, WorkloadState> {
+    match kind {
+        WorkloadKind::Pod => pods,
+        WorkloadKind::External => external_workloads,
     }
 }
 

@@ -24,6 +24,7 @@ use super::{
     server::PortRef,
     server::ServerSpec,
     workload::{WorkloadInfo, WorkloadState},
+    workloads_of,
 };
 use crate::core::{InboundServer, WorkloadKind};
 
@@ -85,10 +86,7 @@ impl Index {
                 .range((ns_name.clone(), WorkloadKind::Pod, String::new())..)
                 .take_while(|(ns, _, _)| ns == ns_name);
             for (_, kind, name) in touched {
-                let workloads = match kind {
-                    WorkloadKind::Pod => &mut *pods,
-                    WorkloadKind::External => &mut *external_workloads,
-                };
+                let workloads = workloads_of(pods, external_workloads, *kind);
                 if let Some(w) = workloads.get_mut(name) {
                     reindex(&mut pass, ns_name, name, w);
                 }

@@ -15,7 +15,7 @@ use std::{num::NonZeroU16, sync::Arc};
 
 use tokio::sync::watch;
 
-use crate::core::{InboundServer, ServerRef};
+use crate::core::InboundServer;
 
 /// One port's published server.
 #[derive(Debug)]
@@ -33,11 +33,6 @@ impl PortServer {
             Self::Unwatched(server) => server.clone(),
             Self::Watched(tx) => tx.borrow().clone(),
         }
-    }
-
-    /// Whether a Server resource (not a default policy) publishes it.
-    pub fn is_from_server(&self) -> bool {
-        matches!(self.current().reference, ServerRef::Server(_))
     }
 
     /// Publishes `server`, notifying watchers only of a real change. A
@@ -122,7 +117,7 @@ impl PortServers {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::{DefaultPolicy, ProxyProtocol};
+    use crate::core::{DefaultPolicy, ProxyProtocol, ServerRef};
 
     fn server(name: Option<&str>, opaque: bool) -> Arc<InboundServer> {
         let policy = DefaultPolicy::AllUnauthenticated;
@@ -180,7 +175,7 @@ mod tests {
             ServerRef::Server("web".into())
         );
         let (_, ps) = ports.iter().next().expect("one port");
-        assert!(ps.is_from_server());
+        assert!(matches!(ps.current().reference, ServerRef::Server(_)));
     }
 
     #[test]

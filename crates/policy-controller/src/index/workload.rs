@@ -146,7 +146,9 @@ impl WorkloadState {
         self.port_servers
             .iter()
             .filter(|(_, ps)| {
-                ps.is_from_server() && matches!(ps.current().protocol, ProxyProtocol::Opaque)
+                let server = ps.current();
+                matches!(server.reference, ServerRef::Server(_))
+                    && matches!(server.protocol, ProxyProtocol::Opaque)
             })
             .map(|(port, _)| port.get())
             .collect()

@@ -233,8 +233,7 @@ pub async fn run(
                 renewed.is_some_and(|at| at.elapsed() < params.renew_deadline)
             }
         };
-        let changed = leader.send_if_modified(|l| std::mem::replace(l, leads) != leads);
-        if changed {
+        publish(&leader, leads, || {
             tracing::info!(
                 leader = leads,
                 claimant = %params.claimant,
@@ -242,7 +241,7 @@ pub async fn run(
                 "{} leadership changed",
                 params.component
             );
-        }
+        });
         let wait = if leads {
             params.renew_interval
         } else {
@@ -255,14 +254,15 @@ pub async fn run(
     }
     if *leader.borrow() {
         // Followers of `leader` stop writing before the Lease is free.
-        leader.send_replace(false);
-        tracing::info!(
-            leader = false,
-            claimant = %params.claimant,
-            lease = %params.name,
-            "{} leadership changed (shutting down)",
-            params.component
-        );
+        publish(&leader, false, || {
+            tracing::info!(
+                leader = false,
+                claimant = %params.claimant,
+                lease = %params.name,
+                "{} leadership changed (shutting down)",
+                params.component
+            );
+        });
         let release = async {
             let lease = api.get_opt(&params.name).await?;
             let holds = lease
@@ -288,6 +288,26 @@ pub async fn run(
     }
 }
 
+/// Publishes on `leader` that we now lead or not, and says so (`say`, the
+/// log line) in the order that keeps the log truthful for anyone reading
+/// it against the writes it records: a term is said before its followers
+/// learn of it (they may write at once, and their writes must not appear
+/// before the term began), and a lost term is published before it is said
+/// (followers stop starting writes first). Does nothing when `leads` is no
+/// change.
+fn publish(leader: &watch::Sender<bool>, leads: bool, say: impl FnOnce()) {
+    if *leader.borrow() == leads {
+        return;
+    }
+    if leads {
+        say();
+        leader.send_replace(true);
+    } else {
+        leader.send_replace(false);
+        say();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -305,6 +325,21 @@ mod tests {
             renew_time: Some(MicroTime(at(renewed))),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn a_term_is_said_before_it_is_published_and_a_loss_after() {
+        let (leader, seen) = watch::channel(false);
+        let mut said = Vec::new();
+        publish(&leader, true, || said.push(("gain", *seen.borrow())));
+        assert!(*seen.borrow());
+        publish(&leader, true, || said.push(("again", *seen.borrow())));
+        publish(&leader, false, || said.push(("loss", *seen.borrow())));
+        assert!(!*seen.borrow());
+        publish(&leader, false, || said.push(("again", *seen.borrow())));
+        // When each line was said, followers still saw no term (gain) and
+        // already saw none (loss); an unchanged state is not said at all.
+        assert_eq!(said, vec![("gain", false), ("loss", false)]);
     }
 
     #[test]

@@ -244,9 +244,11 @@ pub fn check_logs(logs: &[LeaseLog]) -> BTreeMap<&'static str, LeaseReport> {
                     .iter()
                     .any(|t| t.start <= at && t.end.is_none_or(|end| at <= end));
                 if !inside {
-                    report
-                        .stray_writes
-                        .push(format!("{} wrote at {at} outside its terms", log.replica));
+                    report.stray_writes.push(format!(
+                        "{} wrote at {at} outside its terms ({})",
+                        log.replica,
+                        around(&events, at)
+                    ));
                 }
             }
             report.terms.extend(terms);
@@ -255,6 +257,28 @@ pub fn check_logs(logs: &[LeaseLog]) -> BTreeMap<&'static str, LeaseReport> {
         report.overlaps = overlaps(&report.terms);
     }
     reports
+}
+
+/// What a log said about its leadership just before and just after `at`
+/// (a stray write's neighbours, so a failure says whether the term began
+/// a moment later or had ended a moment before).
+fn around(events: &[(Timestamp, Event)], at: Timestamp) -> String {
+    let says = |(when, event): &(Timestamp, Event)| match event {
+        Event::Leads(leads) => Some(format!("leader={leads} at {when}")),
+        Event::Killed => Some(format!("killed at {when}")),
+        Event::Wrote => None,
+    };
+    let before = events
+        .iter()
+        .filter(|(when, _)| *when < at)
+        .rev()
+        .find_map(says);
+    let after = events.iter().filter(|(when, _)| *when > at).find_map(says);
+    format!(
+        "before it: {}; after it: {}",
+        before.as_deref().unwrap_or("nothing"),
+        after.as_deref().unwrap_or("nothing")
+    )
 }
 
 /// Terms that began before an earlier one ended.
@@ -341,6 +365,15 @@ mod tests {
             ]
         );
         assert_eq!(writes.len(), 2);
+        // A stray write is told with its neighbours.
+        assert_eq!(
+            around(&found, t("2026-01-01T00:00:04Z")),
+            "before it: leader=false at 2026-01-01T00:00:03Z; after it: leader=true at 2026-01-01T00:00:05Z"
+        );
+        assert_eq!(
+            around(&found, t("2026-01-01T00:00:07Z")),
+            "before it: killed at 2026-01-01T00:00:06Z; after it: nothing"
+        );
         // Another Lease's lines are not this one's.
         let other = events(&text, SLICES_LEASE, LEASES[1].1, &[]);
         assert!(other.is_empty(), "{other:?}");

@@ -26,6 +26,20 @@ pub fn rss_bytes(pid: u32) -> Option<u64> {
     Some(kb * 1024)
 }
 
+/// The most resident memory a process has had (`VmHWM`: its high-water
+/// mark, e.g. while it decoded its initial lists), in bytes.
+pub fn peak_rss_bytes(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kb: u64 = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
+}
+
 /// A process's resident memory: all of it, and its anonymous part (heap,
 /// stacks: what the process allocated, without mapped files).
 #[derive(Clone, Copy, Debug, Default)]
@@ -96,6 +110,10 @@ mod tests {
         let me = std::process::id();
         let rss = rss(me).expect("rss");
         assert!(rss.total >= rss.anon && rss.anon > 0);
+        // The high-water mark is never below what is resident now (read
+        // after it, so that it includes the current figure).
+        let peak = peak_rss_bytes(me).expect("peak");
+        assert!(peak >= rss.total, "{peak} < {}", rss.total);
         assert!(cpu_seconds(me).expect("cpu") >= 0.0);
     }
 }

@@ -1,6 +1,6 @@
 //! One binary on one cluster: started after the fixtures exist, its CPU
 //! when `/ready` first answers 200 (the initial list), its RSS and
-//! anonymous RSS a settle time later, and the CPU of a burst of pod
+//! anonymous RSS a settle time later (and its peak RSS until then), and the CPU of a burst of pod
 //! readiness flips (each pod's status and its EndpointSlice), measured
 //! until the process is quiet again.
 
@@ -21,7 +21,7 @@ use super::fixtures::{self, Fixtures};
 use crate::{
     common::Server,
     destination::NS,
-    stats::{Rss, cpu_seconds, rss},
+    stats::{Rss, cpu_seconds, peak_rss_bytes, rss},
 };
 
 /// Which server a binary is.
@@ -117,6 +117,9 @@ pub struct Idle {
     pub ready_cpu: f64,
     /// RSS `settle` after Ready.
     pub rss: Rss,
+    /// The most RSS the process had until then (`VmHWM`): what the
+    /// initial lists cost at their peak, which a memory limit must allow.
+    pub peak_rss: u64,
     pub settle: Duration,
 }
 
@@ -125,10 +128,12 @@ pub async fn idle(pid: u32, ready_wall: Duration, settle: Duration) -> anyhow::R
     let ready_cpu = cpu_seconds(pid).unwrap_or_default();
     tokio::time::sleep(settle).await;
     let rss = rss(pid).ok_or_else(|| anyhow::anyhow!("no RSS for pid {pid}"))?;
+    let peak_rss = peak_rss_bytes(pid).unwrap_or_default();
     Ok(Idle {
         ready_wall,
         ready_cpu,
         rss,
+        peak_rss,
         settle,
     })
 }

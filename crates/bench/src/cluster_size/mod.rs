@@ -267,7 +267,7 @@ fn per_pod(row: &Row, rows: &[Row]) -> Option<(i64, i64)> {
 
 fn print_row(row: &Row, rows: &[Row]) {
     println!(
-        "  {} [{}] at {} pods: Ready after {:.2} s wall, CPU at Ready (initial list) {:.2} s; {} s later RSS {:.1} MB, anonymous {:.1} MB",
+        "  {} [{}] at {} pods: Ready after {:.2} s wall, CPU at Ready (initial list) {:.2} s; {} s later RSS {:.1} MB, anonymous {:.1} MB; peak RSS until then {:.1} MB",
         row.kind.name(),
         row.label,
         row.pods,
@@ -276,6 +276,7 @@ fn print_row(row: &Row, rows: &[Row]) {
         row.idle.settle.as_secs(),
         mb(row.idle.rss.total),
         mb(row.idle.rss.anon),
+        mb(row.idle.peak_rss),
     );
     if let Some((total, anon)) = per_pod(row, rows).filter(|_| row.pods > 0) {
         println!("    per pod against 0 pods: {total} bytes RSS, {anon} bytes anonymous");
@@ -287,12 +288,12 @@ fn print_row(row: &Row, rows: &[Row]) {
 
 fn print_summary(rows: &[Row]) {
     println!(
-        "\nsummary (RSS and anonymous RSS settled after Ready; per pod against the same binary at 0 pods):"
+        "\nsummary (RSS and anonymous RSS settled after Ready; per pod against the same binary at 0 pods; peak: the most RSS from start until then):"
     );
     println!(
-        "| binary | build | pods | CPU at Ready (s) | RSS (MB) | anon (MB) | RSS/pod (B) | anon/pod (B) | CPU/flip → not Ready (ms) | CPU/flip → Ready (ms) | flip write errors |"
+        "| binary | build | pods | CPU at Ready (s) | RSS (MB) | anon (MB) | RSS/pod (B) | anon/pod (B) | peak RSS (MB) | CPU/flip → not Ready (ms) | CPU/flip → Ready (ms) | flip write errors |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     for row in rows {
         let (total, anon) = per_pod(row, rows)
             .filter(|_| row.pods > 0)
@@ -310,13 +311,14 @@ fn print_summary(rows: &[Row]) {
         };
         let errors: usize = row.bursts.iter().map(|b| b.errors).sum();
         println!(
-            "| {} | {} | {} | {:.2} | {:.1} | {:.1} | {total} | {anon} | {} | {} | {errors} |",
+            "| {} | {} | {} | {:.2} | {:.1} | {:.1} | {total} | {anon} | {:.1} | {} | {} | {errors} |",
             row.kind.name(),
             row.label,
             row.pods,
             row.idle.ready_cpu,
             mb(row.idle.rss.total),
             mb(row.idle.rss.anon),
+            mb(row.idle.peak_rss),
             flip(0),
             flip(1),
         );

@@ -231,7 +231,9 @@ impl SliceWriter {
         let workloads: Vec<&ExternalWorkload> = inputs.workloads.iter().collect();
         let slices: Vec<&EndpointSlice> = inputs.slices.iter().collect();
         let actions = reconcile::reconcile(&service, &workloads, &slices, MAX_ENDPOINTS);
-        if actions.is_empty() {
+        // Leadership may have gone while the Service was reconciled: a
+        // write is neither logged nor started after the loss was.
+        if actions.is_empty() || !self.leading.load(Ordering::Acquire) {
             return Ok(());
         }
         tracing::debug!(

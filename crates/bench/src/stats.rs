@@ -13,12 +13,16 @@ pub fn percentile(samples: &[Duration], p: f64) -> Duration {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
-/// Resident memory of a process in bytes, from /proc.
-pub fn rss_bytes(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+/// A process's `/proc/<pid>/status`.
+fn status(pid: u32) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/status")).ok()
+}
+
+/// A memory field of a status (`VmRSS:` …, given in kB), in bytes.
+fn field_bytes(status: &str, name: &str) -> Option<u64> {
     let kb: u64 = status
         .lines()
-        .find(|l| l.starts_with("VmRSS:"))?
+        .find(|l| l.starts_with(name))?
         .split_whitespace()
         .nth(1)?
         .parse()
@@ -26,18 +30,15 @@ pub fn rss_bytes(pid: u32) -> Option<u64> {
     Some(kb * 1024)
 }
 
+/// Resident memory of a process in bytes, from /proc.
+pub fn rss_bytes(pid: u32) -> Option<u64> {
+    field_bytes(&status(pid)?, "VmRSS:")
+}
+
 /// The most resident memory a process has had (`VmHWM`: its high-water
 /// mark, e.g. while it decoded its initial lists), in bytes.
 pub fn peak_rss_bytes(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kb: u64 = status
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()?;
-    Some(kb * 1024)
+    field_bytes(&status(pid)?, "VmHWM:")
 }
 
 /// A process's resident memory: all of it, and its anonymous part (heap,
@@ -50,20 +51,10 @@ pub struct Rss {
 
 /// Resident memory of a process, from /proc.
 pub fn rss(pid: u32) -> Option<Rss> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let field = |name: &str| -> Option<u64> {
-        let kb: u64 = status
-            .lines()
-            .find(|l| l.starts_with(name))?
-            .split_whitespace()
-            .nth(1)?
-            .parse()
-            .ok()?;
-        Some(kb * 1024)
-    };
+    let status = status(pid)?;
     Some(Rss {
-        total: field("VmRSS:")?,
-        anon: field("RssAnon:")?,
+        total: field_bytes(&status, "VmRSS:")?,
+        anon: field_bytes(&status, "RssAnon:")?,
     })
 }
 

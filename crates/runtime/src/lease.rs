@@ -233,15 +233,7 @@ pub async fn run(
                 renewed.is_some_and(|at| at.elapsed() < params.renew_deadline)
             }
         };
-        publish(&leader, leads, || {
-            tracing::info!(
-                leader = leads,
-                claimant = %params.claimant,
-                lease = %params.name,
-                "{} leadership changed",
-                params.component
-            );
-        });
+        publish(&leader, leads, || log_change(&params, leads, ""));
         let wait = if leads {
             params.renew_interval
         } else {
@@ -255,13 +247,7 @@ pub async fn run(
     if *leader.borrow() {
         // Followers of `leader` stop writing before the Lease is free.
         publish(&leader, false, || {
-            tracing::info!(
-                leader = false,
-                claimant = %params.claimant,
-                lease = %params.name,
-                "{} leadership changed (shutting down)",
-                params.component
-            );
+            log_change(&params, false, " (shutting down)");
         });
         let release = async {
             let lease = api.get_opt(&params.name).await?;
@@ -286,6 +272,17 @@ pub async fn run(
             Err(_) => tracing::debug!("releasing the lease timed out"),
         }
     }
+}
+
+/// Logs that we now lead or not (`why`: what follows the message).
+fn log_change(params: &LeaseParams, leads: bool, why: &str) {
+    tracing::info!(
+        leader = leads,
+        claimant = %params.claimant,
+        lease = %params.name,
+        "{} leadership changed{why}",
+        params.component
+    );
 }
 
 /// Publishes on `leader` that we now lead or not, and says so (`say`, the

@@ -1,8 +1,8 @@
 //! One binary on one cluster: started after the fixtures exist, its CPU
 //! when `/ready` first answers 200 (the initial list), its RSS and
-//! anonymous RSS a settle time later (and its peak RSS until then), and the CPU of a burst of pod
-//! readiness flips (each pod's status and its EndpointSlice), measured
-//! until the process is quiet again.
+//! anonymous RSS a settle time later (and its peak RSS until then), and
+//! the CPU of a burst of pod readiness flips (each pod's status and its
+//! EndpointSlice), measured until the process is quiet again.
 
 use std::{
     path::PathBuf,

@@ -312,8 +312,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let peers = ConnectionMetrics::register(&mut registry);
     let readiness = Readiness::default();
 
-    // Lookups that miss the index are checked with the API server.
-    let confirmer = MissConfirmer::new(client.clone(), &index_metrics, &mut registry);
+    // Lookups that miss the index are settled by the cluster's Service
+    // ranges or checked with the API server, within a request budget.
+    let service_cidrs = k8s_index::ServiceCidrs::default();
+    tokio::spawn(service_cidrs.follow(client.clone(), &index_metrics));
+    let confirmer = MissConfirmer::new(client.clone(), &index_metrics, &mut registry)
+        .with_service_cidrs(service_cidrs);
     let index = Arc::new(RwLock::new(EndpointsIndex::new(config.clone())));
     registry.register_collector(Box::new(IndexCollector::new(index.clone())));
     // Linked clusters: their kubeconfig Secrets in the controller's

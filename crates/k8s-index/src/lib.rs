@@ -9,8 +9,10 @@
 //!   skipping objects that fail to deserialize; [`backoff`]: how soon a
 //!   failed watch is retried.
 //! - [`metrics`]: cache size, events applied and watch restarts per kind.
-//! - [`confirm`]: a lookup that missed its index, checked with the API
-//!   server so no answer depends on whether a watch has caught up yet.
+//! - [`confirm`]: a lookup that missed its index, settled by a fact or
+//!   checked with the API server within a per-kind request budget, so no
+//!   answer depends on whether a watch has caught up yet;
+//!   [`service_cidrs`]: the cluster's Service ranges, one such fact.
 //! - [`resources`]: the watched kinds and their watcher configurations.
 //! - [`partial`]: kinds decoded straight into the few fields a controller
 //!   reads (typed partial objects).
@@ -27,6 +29,7 @@ mod known;
 pub mod metrics;
 pub mod partial;
 pub mod resources;
+pub mod service_cidrs;
 pub mod shared;
 pub mod switch;
 pub mod watch;
@@ -36,4 +39,5 @@ pub use cache::ObjectCache;
 pub use confirm::{Confirmation, MissConfirmer, Query};
 pub use index::{Index, ObjectKey, Tee};
 pub use metrics::IndexMetrics;
+pub use service_cidrs::ServiceCidrs;
 pub use watch::{SharedIndex, WatchStatus, WatchTask, describe, watch_into};

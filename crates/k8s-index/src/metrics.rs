@@ -1,8 +1,12 @@
 //! Per-kind index metrics: objects cached, events applied, watch restarts;
-//! and the process-wide signal that an event was applied, which lookups that
-//! missed wait on ([`crate::confirm`]).
+//! and each kind's waiters, the lookups that missed and wait for its watch
+//! to apply an object the API server has ([`crate::confirm`]).
 
-use tokio::sync::watch;
+use std::{collections::HashMap, sync::Arc};
+
+use parking_lot::Mutex;
+
+use crate::confirm::KeyWaiters;
 
 use prometheus_client::{
     encoding::EncodeLabelSet,
@@ -22,30 +26,18 @@ struct EventLabels {
 }
 
 /// Metrics of all indexes of a process (register once, share by clone).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct IndexMetrics {
     cache_size: Family<KindLabels, Gauge>,
     events: Family<EventLabels, Counter>,
     restarts: Family<KindLabels, Counter>,
     synced: Family<KindLabels, Gauge>,
-    /// Events applied by every watch of the process, as a `watch` channel
-    /// (the count itself is `index_events_total`): a lookup that the API
-    /// server says should have found something waits on it for the index
-    /// to catch up ([`crate::confirm::MissConfirmer`]). Shared by clones.
-    applied: watch::Sender<u64>,
+    /// Per kind, the lookups waiting for its watch to apply an object the
+    /// API server has ([`crate::confirm::MissConfirmer`]), woken by that
+    /// object's events only. Shared by clones.
+    waiters: Arc<Mutex<HashMap<String, Arc<KeyWaiters>>>>,
 }
 
-impl Default for IndexMetrics {
-    fn default() -> Self {
-        Self {
-            cache_size: Family::default(),
-            events: Family::default(),
-            restarts: Family::default(),
-            synced: Family::default(),
-            applied: watch::Sender::new(0),
-        }
-    }
-}
 
 /// The metrics of one kind.
 #[derive(Clone, Debug)]
@@ -57,16 +49,8 @@ pub struct KindMetrics {
     pub(crate) invalid: Counter,
     pub(crate) restarts: Counter,
     pub(crate) synced: Gauge,
-    /// The process-wide applied-events signal ([`IndexMetrics::applied_events`]).
-    pub(crate) applied_signal: watch::Sender<u64>,
-}
-
-impl KindMetrics {
-    /// Wakes whoever waits for the index to change (after an event was
-    /// applied, under no lock).
-    pub(crate) fn signal_applied(&self) {
-        self.applied_signal.send_modify(|n| *n = n.wrapping_add(1));
-    }
+    /// The lookups waiting for this kind's watch ([`IndexMetrics::waiters`]).
+    pub(crate) waiters: Arc<KeyWaiters>,
 }
 
 impl IndexMetrics {
@@ -118,13 +102,18 @@ impl IndexMetrics {
             invalid: event("invalid"),
             restarts: self.restarts.get_or_create(&k).clone(),
             synced: self.synced.get_or_create(&k).clone(),
-            applied_signal: self.applied.clone(),
+            waiters: self.waiters(kind),
         }
     }
 
-    /// A receiver that changes whenever any watch of the process applied an
-    /// event (an apply, a delete or a re-list) to its index.
-    pub fn applied_events(&self) -> watch::Receiver<u64> {
-        self.applied.subscribe()
+    /// The lookups waiting for the watch of `kind` to apply some object:
+    /// the watch wakes them ([`KeyWaiters::wake`]), the confirmer registers
+    /// them.
+    pub fn waiters(&self, kind: &str) -> Arc<KeyWaiters> {
+        self.waiters
+            .lock()
+            .entry(kind.to_string())
+            .or_default()
+            .clone()
     }
 }

@@ -16,6 +16,7 @@ use k8s_openapi::api::{
     batch::v1::Job,
     core::v1::{Node, Pod, Secret, Service},
     discovery::v1::EndpointSlice,
+    networking::v1::ServiceCIDR,
 };
 use kube::{
     Api, Resource,
@@ -77,6 +78,7 @@ always_valid!(
     Service,
     EndpointSlice,
     Node,
+    ServiceCIDR,
     PartialObjectMeta<Node>,
     PartialObjectMeta<ReplicaSet>,
     PartialObjectMeta<Job>,
@@ -202,7 +204,6 @@ pub async fn watch_into<W, I, S>(
                     status.synced.send_replace(true);
                     metrics.synced.set(1);
                 }
-                metrics.signal_applied();
                 metrics.cache_size.set(state.known.len() as i64);
             }
             Err(error) => {
@@ -316,6 +317,7 @@ impl<K: Resource> WatchState<K> {
                 }
                 index.write().reset(objects, removed);
                 metrics.resets.inc();
+                metrics.waiters.wake_all();
                 return true;
             }
             watcher::Event::Apply(obj) => match obj.checked() {
@@ -324,12 +326,14 @@ impl<K: Resource> WatchState<K> {
                         self.known.insert(&key);
                         index.write().apply(obj);
                         metrics.applied.inc();
+                        metrics.waiters.wake(&key);
                     }
                 }
                 Err(invalid) => {
                     skip_invalid(kind, &invalid, metrics);
                     let key = key_of_invalid(&invalid);
                     if self.known.remove(&key) {
+                        metrics.waiters.wake(&key);
                         index.write().delete(key);
                         metrics.deleted.inc();
                     }
@@ -343,8 +347,9 @@ impl<K: Resource> WatchState<K> {
                 if let Some(key) = key
                     && self.known.remove(&key)
                 {
-                    index.write().delete(key);
+                    index.write().delete(key.clone());
                     metrics.deleted.inc();
+                    metrics.waiters.wake(&key);
                 }
             }
         }

@@ -4,13 +4,15 @@
 //! it), an object the index never shows (`Lagging` after the bound), an API
 //! server that cannot be asked (`Unconfirmed`), and the field-selector
 //! lists the controllers use (`spec.clusterIP`, `status.podIP`,
-//! `metadata.name` with a label selector).
+//! `metadata.name` with a label selector); then what a flood of misses
+//! costs (the per-kind request budget, names no object can have) and the
+//! Service ranges that settle addresses without a request.
 
 use std::time::Duration;
 
 use k8s_index::{
-    Confirmation, IndexMetrics, MissConfirmer, ObjectCache, ObjectKey, Query, SharedIndex,
-    resources,
+    Confirmation, IndexMetrics, MissConfirmer, ObjectCache, ObjectKey, Query, ServiceCidrs,
+    SharedIndex, confirm::CHECKS_PER_SECOND, resources,
 };
 use k8s_openapi::api::core::v1::{Pod, Service, ServicePort, ServiceSpec};
 use kube::api::{ObjectMeta, PostParams};
@@ -165,4 +167,89 @@ async fn each_outcome_against_the_api_server() {
         matches!(outcome, Confirmation::Unconfirmed(_)),
         "{outcome:?}"
     );
+}
+
+/// 500 distinct absent names asked at once, then again for a second: the
+/// API server is asked at most at the budget's rate, every other miss is
+/// refused at once (`Busy`, answered `UNAVAILABLE` by the controllers), and
+/// none is answered from the index unchecked.
+#[tokio::test]
+async fn a_flood_of_misses_costs_the_budget_and_no_more() {
+    let env = TestEnv::new("confirm-flood").await;
+    let metrics = IndexMetrics::register(&mut Registry::default());
+    let confirmer = MissConfirmer::new(env.client.clone(), &metrics, &mut Registry::default());
+    let started = std::time::Instant::now();
+    let mut outcomes = Vec::new();
+    for wave in 0..5 {
+        let asks = (0..100).map(|i| {
+            let confirmer = confirmer.clone();
+            let query = named(&env, &format!("absent-{wave}-{i}"));
+            async move { confirmer.confirm::<Service>("services", query, || false).await }
+        });
+        outcomes.extend(futures::future::join_all(asks).await);
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let asked = outcomes
+        .iter()
+        .filter(|o| **o == Confirmation::Absent)
+        .count();
+    let busy = outcomes
+        .iter()
+        .filter(|o| **o == Confirmation::Busy)
+        .count();
+    assert_eq!(asked + busy, outcomes.len(), "{outcomes:?}");
+    // Each `Absent` is one request: no more than the rate allows over the
+    // run (one slot of burst, and those reserved ahead at its end).
+    let allowed = (CHECKS_PER_SECOND * elapsed).ceil() as usize + 3;
+    assert!(asked <= allowed, "{asked} requests in {elapsed:.2} s");
+    assert!(asked >= 5, "each wave had at least one slot: {asked}");
+    assert_eq!(confirmer.pending(), 0, "no slot is left registered");
+}
+
+/// Names no object can have are settled without asking; so is an address
+/// outside every ServiceCIDR, read from the local API server's own ranges.
+#[tokio::test]
+async fn facts_settle_misses_without_a_request() {
+    let env = TestEnv::new("confirm-facts").await;
+    let metrics = IndexMetrics::register(&mut Registry::default());
+    let cidrs = ServiceCidrs::default();
+    let follow = tokio::spawn(cidrs.follow(env.client.clone(), &metrics));
+    let confirmer = MissConfirmer::new(env.client.clone(), &metrics, &mut Registry::default())
+        .with_service_cidrs(cidrs.clone());
+
+    // Nothing is settled before the ranges are listed.
+    for name in ["Upper", "a/b", "x?watch=true", "-dash", &"n".repeat(300)] {
+        let outcome = confirmer
+            .confirm::<Service>("services", named(&env, name), || false)
+            .await;
+        assert_eq!(outcome, Confirmation::Settled, "{name}");
+    }
+
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while !cidrs.known() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the API server's ServiceCIDRs are listed");
+    let created = env
+        .api::<Service>()
+        .create(&PostParams::default(), &service("ranged"))
+        .await
+        .expect("create");
+    let ip: std::net::IpAddr = created
+        .spec
+        .and_then(|s| s.cluster_ip)
+        .expect("a ClusterIP")
+        .parse()
+        .expect("an address");
+    assert!(cidrs.may_be_cluster_ip(ip), "{ip} is in a ServiceCIDR");
+    assert!(!confirmer.settled_not_cluster_ip(ip));
+    // A pod-network or outside address is no ClusterIP.
+    for outside in ["192.0.2.10", "2001:db8::1"] {
+        let outside = outside.parse().expect("ip");
+        assert!(confirmer.settled_not_cluster_ip(outside), "{outside}");
+    }
+    follow.abort();
 }

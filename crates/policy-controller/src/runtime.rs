@@ -63,8 +63,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let admission_metrics = admission::Metrics::register(registry);
     let audit_metrics = AuditMetrics::register(registry);
     let peers = ConnectionMetrics::register(registry);
-    // Lookups that miss the indexes are checked with the API server.
-    let confirmer = k8s_index::MissConfirmer::new(client.clone(), &watch_metrics, registry);
+    // Lookups that miss the indexes are settled by the cluster's Service
+    // ranges or checked with the API server, within a request budget.
+    let service_cidrs = k8s_index::ServiceCidrs::default();
+    tokio::spawn(service_cidrs.follow(client.clone(), &watch_metrics));
+    let confirmer = k8s_index::MissConfirmer::new(client.clone(), &watch_metrics, registry)
+        .with_service_cidrs(service_cidrs);
     let readiness = Readiness::default();
     let tls_ready =
         (!args.admission_controller_disabled).then(|| readiness.register("webhook TLS"));

@@ -38,7 +38,11 @@ impl DestinationService {
             }
         })?;
         // A Service created a moment ago is followed as it is, not as missing.
-        self.confirm_service(&get.target.service).await;
+        self.confirm_service(&get.target.service)
+            .await
+            .map_err(|_| RequestError::MissBudget {
+                path: request.path.clone(),
+            })?;
         let discovery = self
             .index
             .read()

@@ -29,7 +29,11 @@ impl DestinationService {
                 error,
             }
         })?;
-        self.confirm_profile_target(&parsed.target).await;
+        self.confirm_profile_target(&parsed.target)
+            .await
+            .map_err(|_| RequestError::MissBudget {
+                path: request.path.clone(),
+            })?;
         let client_ns = parsed.client_ns();
         let key = {
             let index = self.index.read();

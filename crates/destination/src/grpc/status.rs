@@ -28,6 +28,9 @@ pub enum RequestError {
     Discovery { path: String, error: DiscoveryError },
     /// A remote-discovery Service names a cluster that is not linked.
     UnknownCluster(String),
+    /// The lookup missed the index and the request budget of such misses
+    /// is spent: no answer that may depend on a lagging watch is given.
+    MissBudget { path: String },
 }
 
 impl RequestError {
@@ -46,6 +49,9 @@ impl RequestError {
             Self::UnknownCluster(cluster) => {
                 Status::not_found(format!("Remote cluster not found: {cluster}"))
             }
+            Self::MissBudget { path } => Status::unavailable(format!(
+                "too many lookups missed the index; retry {path} later"
+            )),
             Self::Authority { path, error } => invalid_authority(&path, &error),
             // An ExternalName Service has no endpoints to discover: the
             // original's words, the reason in the log.

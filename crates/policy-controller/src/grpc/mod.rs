@@ -101,10 +101,10 @@ impl<D: DiscoverInboundServer> InboundPolicyServer<D> {
         spec: proto::PortSpec,
     ) -> Result<tokio::sync::watch::Receiver<Arc<crate::core::InboundServer>>, tonic::Status> {
         let result = match target(spec) {
-            Ok(target) => {
-                self.confirm_workload(&target).await;
-                self.receiver(&target)
-            }
+            Ok(target) => match self.confirm_workload(&target).await {
+                Ok(()) => self.receiver(&target),
+                Err(status) => Err(status),
+            },
             Err(status) => Err(status),
         };
         let code = result

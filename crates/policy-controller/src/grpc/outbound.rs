@@ -110,7 +110,7 @@ impl<D: DiscoverOutboundPolicy> OutboundPolicyServer<D> {
         spec: proto::TrafficSpec,
     ) -> Result<(OutboundTarget, String), tonic::Status> {
         let (asked, source_namespace) = self.parse(spec)?;
-        self.confirm_miss(&asked, &source_namespace).await;
+        self.confirm_miss(&asked, &source_namespace).await?;
         Ok((self.lookup(asked, &source_namespace)?, source_namespace))
     }
 

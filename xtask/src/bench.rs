@@ -13,7 +13,7 @@ use crate::paths::workspace_root;
 #[derive(Args)]
 pub struct BenchArgs {
     /// Which benchmark: destination, policy, cluster-size, sp-validator,
-    /// overload, failover, or h2-ab (the destination benchmark with and
+    /// overload, failover, abuse, or h2-ab (the destination benchmark with and
     /// without the h2 patch, `--runs N` times each, default 10).
     pub name: String,
     /// Arguments for the benchmark (see `meridian-bench <name> --help`).
@@ -91,7 +91,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 target.join("sp-validator").display()
             ));
         }
-        "failover" => {
+        "failover" | "abuse" => {
             for (flag, bin) in [
                 ("destination-bin", "destination"),
                 ("policy-bin", "policy-controller"),
@@ -110,7 +110,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         }
         other => {
             bail!(
-                "unknown benchmark {other:?}: destination, policy, cluster-size, sp-validator, overload, failover or h2-ab"
+                "unknown benchmark {other:?}: destination, policy, cluster-size, sp-validator, overload, failover, abuse or h2-ab"
             )
         }
     }

@@ -2,6 +2,7 @@
 //! Run through `cargo xtask bench <name>`, which builds everything in release
 //! mode first.
 
+mod abuse;
 mod cluster_size;
 mod common;
 mod destination;
@@ -48,6 +49,10 @@ enum Bench {
     /// Services, each binary started after them (issue 21), then the
     /// proxy-shaped streams at the largest N.
     ClusterSize(cluster_size::Args),
+    /// What lookups a client chooses freely cost: API server requests,
+    /// answers and latency, memory and metric series (misses, absent
+    /// names, unknown node names).
+    Abuse(abuse::Args),
     /// AdmissionReviews over TLS: reviews per second and latency.
     SpValidator(sp_validator::Args),
     /// Stalled clients, stream floods and bad peers on every port.
@@ -78,6 +83,7 @@ fn main() -> anyhow::Result<()> {
     match cli.bench {
         Bench::Destination(args) => runtime.block_on(destination::run(args)),
         Bench::Policy(args) => runtime.block_on(policy::run(args)),
+        Bench::Abuse(args) => runtime.block_on(abuse::run(args)),
         Bench::ClusterSize(args) => runtime.block_on(cluster_size::run(args)),
         Bench::SpValidator(args) => runtime.block_on(sp_validator::run(args)),
         Bench::Overload(args) => runtime.block_on(overload::run(args)),

@@ -38,7 +38,6 @@ pub struct IndexMetrics {
     waiters: Arc<Mutex<HashMap<String, Arc<KeyWaiters>>>>,
 }
 
-
 /// The metrics of one kind.
 #[derive(Clone, Debug)]
 pub struct KindMetrics {

@@ -184,7 +184,11 @@ async fn a_flood_of_misses_costs_the_budget_and_no_more() {
         let asks = (0..100).map(|i| {
             let confirmer = confirmer.clone();
             let query = named(&env, &format!("absent-{wave}-{i}"));
-            async move { confirmer.confirm::<Service>("services", query, || false).await }
+            async move {
+                confirmer
+                    .confirm::<Service>("services", query, || false)
+                    .await
+            }
         });
         outcomes.extend(futures::future::join_all(asks).await);
         tokio::time::sleep(Duration::from_millis(250)).await;

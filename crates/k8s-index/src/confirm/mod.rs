@@ -407,11 +407,7 @@ where
                 .list_metadata(&params)
                 .await
                 .map_err(|e| e.to_string())?;
-            Ok(listed
-                .items
-                .iter()
-                .filter_map(ObjectKey::of)
-                .collect())
+            Ok(listed.items.iter().filter_map(ObjectKey::of).collect())
         }
     }
 }

@@ -91,7 +91,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 target.join("sp-validator").display()
             ));
         }
-        "failover" | "abuse" => {
+        "failover" => {
             for (flag, bin) in [
                 ("destination-bin", "destination"),
                 ("policy-bin", "policy-controller"),
@@ -99,7 +99,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 bench.arg(format!("--{flag}={}", target.join(bin).display()));
             }
         }
-        "overload" => {
+        "overload" | "abuse" => {
             for (flag, bin) in [
                 ("destination-bin", "destination"),
                 ("policy-bin", "policy-controller"),

@@ -11,7 +11,9 @@
 //!   first answer;
 //! - `Get` streams on the 500-endpoint Service, each with its own unknown
 //!   node name, then one endpoint change ([`nodes`]), beside the same with
-//!   one node name.
+//!   one node name;
+//! - slow 3 MiB AdmissionReview bodies to the sp-validator's webhook beside
+//!   real reviews ([`webhook`]).
 //!
 //! Each line: the API server's requests by verb and resource during the
 //! probe (read from its own `apiserver_request_total`; leases and events
@@ -32,10 +34,18 @@ use linkerd2_proxy_api::{
 };
 use tonic::transport::Channel;
 
-use crate::destination::{NS, Plan, populate};
+use anyhow::Context;
+use local_cluster::{Lifetime, LocalCa, ManagedProcess};
+
+use crate::{
+    common::{free_addr, wait_ready},
+    destination::{NS, Plan, populate},
+    overload::bad_peers::tls_connector,
+};
 
 mod measure;
 mod nodes;
+mod webhook;
 
 use measure::{Reading, Target, api_count, api_delta, calls, code_of, read, servers_line};
 
@@ -56,6 +66,12 @@ pub struct Args {
     /// The `policy-controller` binary.
     #[arg(long)]
     policy_bin: PathBuf,
+    /// The `sp-validator` binary.
+    #[arg(long)]
+    sp_validator_bin: PathBuf,
+    /// Slow webhook bodies held beside the real reviews.
+    #[arg(long, default_value_t = 200)]
+    slow_bodies: usize,
 }
 
 /// How long after a probe the "after" reading is taken.
@@ -169,6 +185,54 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         args.node_streams,
     )
     .await?;
+
+    // The sp-validator's webhook, over TLS with a local CA.
+    let ca = LocalCa::new("bench-ca")?;
+    let cert = ca.issue_serving_cert(&["localhost"])?;
+    let (crt, key) = (work_dir.join("tls.crt"), work_dir.join("tls.key"));
+    std::fs::write(&crt, &cert.cert_pem)?;
+    std::fs::write(&key, &cert.key_pem)?;
+    let (spv_addr, spv_admin) = (free_addr()?, free_addr()?);
+    let mut sp_validator = ManagedProcess::spawn(
+        "sp-validator",
+        &args.sp_validator_bin,
+        &[
+            format!("--addr={spv_addr}"),
+            format!("--admin-addr={spv_admin}"),
+            format!("--tls-cert={}", crt.display()),
+            format!("--tls-key={}", key.display()),
+            "--log-level=warn".into(),
+        ],
+        &work_dir.join("sp-validator.log"),
+        Lifetime::Tied,
+    )?;
+    wait_ready("sp-validator", spv_admin).await?;
+    let spv = [Target {
+        name: "sp-validator",
+        pid: sp_validator.pid().context("sp-validator pid")?,
+        admin: spv_admin,
+    }];
+    let tls = tls_connector(&ca)?;
+    let webhook_probe = Probe {
+        client: &client,
+        servers: &spv,
+    };
+    let mut slow_line = String::new();
+    webhook_probe
+        .run(
+            &format!(
+                "{} slow 3 MiB AdmissionReview bodies beside real reviews",
+                args.slow_bodies
+            ),
+            || async {
+                let (answers, line) = webhook::slow_bodies(spv_addr, &tls, args.slow_bodies).await;
+                slow_line = line;
+                answers
+            },
+        )
+        .await;
+    println!("    {slow_line}");
+    sp_validator.stop(Duration::from_secs(5));
 
     let mut policy_process = policy.process;
     policy_process.stop(Duration::from_secs(5));

@@ -323,7 +323,7 @@ pub(super) fn secs(d: Duration) -> String {
 // ---------------------------------------------------------------------------
 // Webhook clients.
 
-pub(super) fn tls_connector(ca: &LocalCa) -> anyhow::Result<tokio_rustls::TlsConnector> {
+pub(crate) fn tls_connector(ca: &LocalCa) -> anyhow::Result<tokio_rustls::TlsConnector> {
     let mut roots = rustls::RootCertStore::empty();
     for der in rustls_pemfile::certs(&mut ca.cert_pem().as_bytes()) {
         roots.add(der?)?;
@@ -339,7 +339,7 @@ pub(super) fn tls_connector(ca: &LocalCa) -> anyhow::Result<tokio_rustls::TlsCon
 
 /// A fresh TLS connection and one AdmissionReview (a ConfigMap, which any
 /// webhook answers).
-pub(super) async fn review(
+pub(crate) async fn review(
     addr: SocketAddr,
     tls: &tokio_rustls::TlsConnector,
 ) -> anyhow::Result<Duration> {

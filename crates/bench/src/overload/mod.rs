@@ -55,7 +55,7 @@ use crate::{
     stats::{ms, percentile, rss_bytes},
 };
 
-mod bad_peers;
+pub(crate) mod bad_peers;
 mod flood;
 mod stalled;
 

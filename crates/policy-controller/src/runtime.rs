@@ -224,6 +224,20 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .with_streams(streams.clone())
         .with_confirmer(confirmer.clone()),
     );
+    // Watches for names, ports and client namespaces requests made up go
+    // within seconds of their last stream ending.
+    let swept = outbound.clone();
+    meridian_runtime::periodic::spawn_every(
+        crate::index::outbound::sweep::SWEEP_INTERVAL_SECS,
+        shutdown.clone(),
+        move || {
+            let dropped = crate::index::outbound::sweep::sweep_shared(&swept);
+            if dropped > 0 {
+                tracing::debug!(dropped, "dropped unheld outbound watches");
+            }
+            std::future::ready(())
+        },
+    );
     let outbound = Arc::new(
         OutboundPolicyServer::new(
             outbound.clone(),

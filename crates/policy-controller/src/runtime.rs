@@ -60,6 +60,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let registry = root.sub_registry_with_prefix("policy");
     let watch_metrics = WatchMetrics::register(registry);
     let grpc_metrics = GrpcMetrics::register(registry);
+    let stream_cap = args.grpc_limits.stream_cap();
+    stream_cap.register(registry);
     let admission_metrics = admission::Metrics::register(registry);
     let audit_metrics = AuditMetrics::register(registry);
     let peers = ConnectionMetrics::register(registry);
@@ -278,6 +280,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             policy,
             outbound,
             workload_ports,
+            stream_cap,
             synced,
             &grpc_server_metrics,
             shutdown.clone(),

@@ -304,6 +304,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         grpc_stream::metrics::CodeNames::Go,
         GRPC_METHODS,
     );
+    let stream_cap = args.grpc_limits.stream_cap();
+    stream_cap.register(&mut registry);
     let index_metrics = IndexMetrics::register(&mut registry);
     let metrics = DestinationMetrics::register(&mut registry);
     let link_metrics = crate::policy_link::LinkMetrics::register(&mut registry);
@@ -495,7 +497,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             SYNC_WAIT,
             "the destination",
         ))
-        .add_service(service.router())
+        .add_service(service.router().with_cap(stream_cap))
         .serve_with_incoming_shutdown(
             // TCP_NODELAY; garbage and half-open peers closed and reported.
             grpc_stream::server::incoming(listener, peers.listener("grpc")),

@@ -26,6 +26,7 @@ use std::{
     time::Duration,
 };
 
+pub mod cap;
 pub mod metrics;
 pub mod registry;
 mod router;

@@ -9,7 +9,9 @@ use std::{convert::Infallible, future::Future, net::SocketAddr, pin::Pin, sync::
 
 use tonic::{Status, server::NamedService};
 
-use crate::{FrameStream, serve_streaming};
+use futures::StreamExt;
+
+use crate::{FrameStream, cap::StreamCap, serve_streaming};
 
 /// A service's server-streaming methods answered with frames.
 pub trait FramedMethods: Send + Sync + 'static {
@@ -35,6 +37,9 @@ pub trait FramedMethods: Send + Sync + 'static {
 pub struct FramedRouter<S, G> {
     server: Arc<S>,
     generated: G,
+    /// The process's bound on open streams, shared by its proxy-facing
+    /// routers (`None`: unbounded, for internal services and tests).
+    cap: Option<StreamCap>,
 }
 
 impl<S, G: Clone> Clone for FramedRouter<S, G> {
@@ -42,6 +47,7 @@ impl<S, G: Clone> Clone for FramedRouter<S, G> {
         Self {
             server: self.server.clone(),
             generated: self.generated.clone(),
+            cap: self.cap.clone(),
         }
     }
 }
@@ -49,7 +55,18 @@ impl<S, G: Clone> Clone for FramedRouter<S, G> {
 impl<S, G> FramedRouter<S, G> {
     /// `generated` is the tonic server of the same service, for the other methods.
     pub fn new(server: Arc<S>, generated: G) -> Self {
-        Self { server, generated }
+        Self {
+            server,
+            generated,
+            cap: None,
+        }
+    }
+
+    /// Counts this router's streams against `cap`: one beyond it is
+    /// answered `RESOURCE_EXHAUSTED` before its request is read.
+    pub fn with_cap(mut self, cap: StreamCap) -> Self {
+        self.cap = Some(cap);
+        self
     }
 }
 
@@ -83,13 +100,29 @@ where
             let mut generated = self.generated.clone();
             return Box::pin(async move { generated.call(request).await });
         }
+        let slot = match self.cap.as_ref().map(StreamCap::acquire).transpose() {
+            Ok(slot) => slot,
+            Err(status) => {
+                return Box::pin(std::future::ready(Ok(crate::error_response(&status))));
+            }
+        };
         let server = self.server.clone();
         let peer = request
             .extensions()
             .get::<tonic::transport::server::TcpConnectInfo>()
             .and_then(|info| info.remote_addr());
         Box::pin(async move {
-            let open = |message: S::Request| server.open(&path, message, peer);
+            let open = |message: S::Request| async move {
+                let frames = server.open(&path, message, peer).await?;
+                // The slot is given back when the response body is dropped.
+                let frames: FrameStream = match slot {
+                    Some(slot) => Box::pin(frames.inspect(move |_| {
+                        let _ = &slot;
+                    })),
+                    None => frames,
+                };
+                Ok(frames)
+            };
             Ok(serve_streaming(request, open).await)
         })
     }

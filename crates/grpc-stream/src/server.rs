@@ -5,6 +5,7 @@
 //! | limit | value | why |
 //! |---|---|---|
 //! | streams per connection (`SETTINGS_MAX_CONCURRENT_STREAMS`) | [`DEFAULT_MAX_CONCURRENT_STREAMS`], `--grpc-max-concurrent-streams` | see below |
+//! | streams per process (proxy-facing streaming methods) | [`crate::cap::DEFAULT_MAX_OPEN_STREAMS`], `--grpc-max-open-streams` | see below |
 //! | request message | [`crate::MAX_REQUEST_BYTES`] (64 KiB) | requests are a few hundred bytes; tonic's default is 4 MiB |
 //! | request headers (`SETTINGS_MAX_HEADER_LIST_SIZE`) | [`MAX_HEADER_LIST_SIZE`] (16 KiB) | a proxy sends well under 1 KiB |
 //! | HTTP/2 preface | within [`PREFACE_TIMEOUT`] | else the connection is closed and the peer reported |
@@ -35,6 +36,18 @@
 //! the server sent it reach [`MAX_LOCAL_ERROR_RESET_STREAMS`] (a refused
 //! gRPC call costs two: the refusal, and `STREAM_CLOSED` for the request
 //! body sent after it), which ends the connection and its streams.
+//!
+//! **Streams per process.** Many connections get past the per-connection
+//! limit, so the proxy-facing streaming methods (`Get`, `GetProfile`,
+//! `WatchPort`, outbound `Watch`) also share one process-wide
+//! [`crate::cap::StreamCap`]: a stream beyond it is answered
+//! `RESOURCE_EXHAUSTED` at once and counted in
+//! `grpc_open_streams_refused_total` (the policy controller's under
+//! `policy_`). The largest legitimate load we know of is the cluster-size
+//! benchmark's 20,000 streams on one process (2,500 connections of 4 `Get`
+//! and 4 `GetProfile`); 200,000 is ten times that, and bounds stream state
+//! to about 350 MiB at the per-stream cost above. The destination's
+//! internal feed from the policy controller is not counted.
 //!
 //! **Idle connections hold no I/O buffers.** The patched h2 (vendor/h2)
 //! frees a connection's read and write buffers while they are empty when
@@ -116,13 +129,33 @@ pub struct ServerLimits {
         value_parser = clap::value_parser!(u32).range(1..)
     )]
     pub max_concurrent_streams: u32,
+    /// Streams the whole process may hold open (Get, GetProfile,
+    /// WatchPort, outbound Watch, over all connections). A stream beyond
+    /// it is answered RESOURCE_EXHAUSTED and counted in
+    /// grpc_open_streams_refused_total; open streams are unaffected.
+    #[arg(
+        long = "grpc-max-open-streams",
+        value_name = "N",
+        env = "MERIDIAN_GRPC_MAX_OPEN_STREAMS",
+        default_value_t = crate::cap::DEFAULT_MAX_OPEN_STREAMS,
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub max_open_streams: u32,
 }
 
 impl Default for ServerLimits {
     fn default() -> Self {
         Self {
             max_concurrent_streams: DEFAULT_MAX_CONCURRENT_STREAMS,
+            max_open_streams: crate::cap::DEFAULT_MAX_OPEN_STREAMS,
         }
+    }
+}
+
+impl ServerLimits {
+    /// The process-wide stream cap of these limits (one per process).
+    pub fn stream_cap(&self) -> crate::cap::StreamCap {
+        crate::cap::StreamCap::new(self.max_open_streams)
     }
 }
 

@@ -60,6 +60,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let registry = root.sub_registry_with_prefix("policy");
     let watch_metrics = WatchMetrics::register(registry);
     let grpc_metrics = GrpcMetrics::register(registry);
+    let stream_cap = args.grpc_limits.stream_cap();
+    stream_cap.register(registry);
     let admission_metrics = admission::Metrics::register(registry);
     let audit_metrics = AuditMetrics::register(registry);
     let peers = ConnectionMetrics::register(registry);
@@ -228,6 +230,20 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .with_streams(streams.clone())
         .with_confirmer(confirmer.clone()),
     );
+    // Watches for names, ports and client namespaces requests made up go
+    // within seconds of their last stream ending.
+    let swept = outbound.clone();
+    meridian_runtime::periodic::spawn_every(
+        crate::index::outbound::sweep::SWEEP_INTERVAL_SECS,
+        shutdown.clone(),
+        move || {
+            let dropped = crate::index::outbound::sweep::sweep_shared(&swept);
+            if dropped > 0 {
+                tracing::debug!(dropped, "dropped unheld outbound watches");
+            }
+            std::future::ready(())
+        },
+    );
     let outbound = Arc::new(
         OutboundPolicyServer::new(
             outbound.clone(),
@@ -268,6 +284,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             policy,
             outbound,
             workload_ports,
+            stream_cap,
             synced,
             &grpc_server_metrics,
             shutdown.clone(),

@@ -31,6 +31,35 @@ impl FilterKey {
     }
 }
 
+/// The node name of the one group per Service port shared by every stream
+/// whose node the index does not know (see [`FilterKey::grouped`]). Not a
+/// valid Kubernetes name, so no Node or pod carries it: it has no zone and
+/// `internalTrafficPolicy: Local` keeps none of its endpoints, which are
+/// the answers of any unknown node.
+pub const UNKNOWN_NODE: &str = "<unknown node>";
+
+impl FilterKey {
+    /// The key of the group a stream with this key follows: itself, or,
+    /// when its node is one `knows_node` says nothing differs for (no zone,
+    /// no pod on it), the shared [`UNKNOWN_NODE`] key. A client's made-up
+    /// node names then cost no group (nor metric series) of their own, and
+    /// get the answers they would get on their own.
+    pub fn grouped(&self, knows_node: impl Fn(&str) -> bool) -> Self {
+        if self.node_name.is_empty() || self.is_unknown_node() || knows_node(&self.node_name) {
+            return self.clone();
+        }
+        Self {
+            node_name: UNKNOWN_NODE.to_string(),
+            ..self.clone()
+        }
+    }
+
+    /// Whether this is the key of an unknown-node group.
+    pub fn is_unknown_node(&self) -> bool {
+        self.node_name == UNKNOWN_NODE
+    }
+}
+
 /// Inputs of filtering that are not part of the key.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FilterContext<'a> {
@@ -124,6 +153,49 @@ fn select_family(selected: Vec<(&AddressId, &Arc<Endpoint>)>, enable_ipv6: bool)
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn only_unknown_nodes_share_the_unknown_node_key() {
+        let key = |node: &str| FilterKey {
+            enable_filtering: true,
+            node_name: node.into(),
+            hostname: "h".into(),
+        };
+        let knows = |node: &str| node == "n1";
+        assert_eq!(key("n1").grouped(knows), key("n1"));
+        assert_eq!(
+            key("").grouped(knows),
+            key(""),
+            "no node is not an unknown node"
+        );
+        let unknown = key("made-up").grouped(knows);
+        assert!(unknown.is_unknown_node());
+        assert_eq!(key("other").grouped(knows), unknown);
+        assert_eq!(unknown.grouped(knows), unknown);
+        assert_eq!(unknown.hostname, "h", "only the node is replaced");
+    }
+
+    #[test]
+    fn the_unknown_node_key_filters_as_any_unknown_node() {
+        let all = all(false);
+        for local in [false, true] {
+            let cx = FilterContext {
+                local_traffic_policy: local,
+                ..FilterContext::default()
+            };
+            let made_up = FilterKey {
+                enable_filtering: true,
+                node_name: "made-up".into(),
+                ..FilterKey::default()
+            };
+            let grouped = made_up.grouped(|_| false);
+            assert_eq!(
+                filter_endpoints(&all, &made_up, &cx),
+                filter_endpoints(&all, &grouped, &cx),
+                "local traffic policy {local}"
+            );
+        }
+    }
     use super::*;
     use crate::core::authority::{ServiceId, Target};
     use crate::k8s::fixtures::*;

@@ -13,6 +13,7 @@ use super::{
     request::get_request,
     status::RequestError,
     streams::{Followed, StreamEntry, StreamKind},
+    subscription::{Moved, Rekey},
 };
 use crate::{
     core::{FilterKey, ServiceId, context_token::ContextToken, discovery::Discovery},
@@ -87,8 +88,11 @@ impl DestinationService {
     }
 
     /// Follows one group of `index`: the local index's (`cluster` is
-    /// `None`) or a linked cluster's. The group's key is kept once, in the
-    /// stream's registry entry, where the release reads it back.
+    /// `None`) or a linked cluster's. The stream's registry entry keeps the
+    /// key it asked with; the group it follows is that key's, or the
+    /// unknown-node group while its node is unknown (see
+    /// [`FilterKey::grouped`]), which it leaves for its node's own group
+    /// when the node becomes known.
     fn follow_group(
         &self,
         index: Arc<RwLock<EndpointsIndex>>,
@@ -98,18 +102,39 @@ impl DestinationService {
         peer: Option<SocketAddr>,
         token: ContextToken,
     ) -> Result<FrameStream, RequestError> {
-        let rx = index
-            .write()
-            .subscribe(&service, port, key.clone())
-            .map_err(|error| RequestError::Subscribe {
-                path: path.clone(),
-                error,
-            })?;
+        let (grouped, rx, wake) = {
+            let mut locked = index.write();
+            let (grouped, rx) =
+                locked
+                    .subscribe_grouped(&service, port, &key)
+                    .map_err(|error| RequestError::Subscribe {
+                        path: path.clone(),
+                        error,
+                    })?;
+            // Under the same lock: a node known after this wakes the stream.
+            let wake = grouped.is_unknown_node().then(|| locked.node_epoch());
+            (grouped, rx, wake)
+        };
+        let current = Arc::new(parking_lot::Mutex::new(grouped));
+        let rekey = wake.map(|wake| Rekey {
+            wake,
+            check: rekey_check(
+                index.clone(),
+                service.clone(),
+                port,
+                key.clone(),
+                current.clone(),
+            ),
+        });
         let followed = match cluster {
-            None => Followed::Group { service, port, key },
+            None => Followed::Group {
+                service: service.clone(),
+                port,
+                key,
+            },
             Some(cluster) => Followed::RemoteGroup {
                 cluster,
-                service,
+                service: service.clone(),
                 port,
                 key,
             },
@@ -127,11 +152,9 @@ impl DestinationService {
 
         let metrics = self.metrics.clone();
         let release = move || {
-            let listed = registered.listed();
             drop(registered);
-            if let Some((service, port, key)) = listed.followed.group() {
-                index.write().release(service, port, key);
-            }
+            let key = current.lock().clone();
+            index.write().release(&service, port, &key);
             metrics.stream_closed();
         };
         let metrics = self.metrics.clone();
@@ -150,10 +173,40 @@ impl DestinationService {
         Ok(super::subscription::follow(
             rx,
             release,
+            rekey,
             self.shutdown.clone(),
             frames_for,
         ))
     }
+}
+
+/// What an unknown-node stream does when a node becomes known: if its own
+/// node is now known, subscribe to that node's group, record it as the
+/// group followed (`current`, which the stream's release reads) and hand
+/// back the release of the unknown-node group it leaves.
+fn rekey_check(
+    index: Arc<RwLock<EndpointsIndex>>,
+    service: ServiceId,
+    port: u16,
+    asked: FilterKey,
+    current: Arc<parking_lot::Mutex<FilterKey>>,
+) -> Box<dyn FnMut() -> Option<Moved<Arc<GroupState>>> + Send + Sync> {
+    Box::new(move || {
+        let mut locked = index.write();
+        let grouped = locked.group_key(&asked);
+        if grouped.is_unknown_node() {
+            return None;
+        }
+        // An ExternalName Service now: the stream stays where it is.
+        let rx = locked.subscribe(&service, port, grouped.clone()).ok()?;
+        drop(locked);
+        let left = std::mem::replace(&mut *current.lock(), grouped);
+        let index = index.clone();
+        let service = service.clone();
+        let release: Box<dyn FnOnce() + Send> =
+            Box::new(move || index.write().release(&service, port, &left));
+        Some((rx, release))
+    })
 }
 
 /// A stream's position: the last state it sent.
@@ -174,6 +227,10 @@ impl StreamCursor {
     pub fn advance(&mut self, newest: Arc<GroupState>) -> (Frames, bool) {
         let (frames, coalesced) = match &self.last {
             None => (newest.initial_frames(), false),
+            // A stream that moved to another group: from what it sent.
+            Some(last) if last.group != newest.group => {
+                (frames::step(&last.snapshot, &newest.snapshot), false)
+            }
             Some(last) if last.version == newest.version => (Arc::from(Vec::new()), false),
             Some(last) if last.version + 1 == newest.version => (newest.step.clone(), false),
             Some(last) => (frames::step(&last.snapshot, &newest.snapshot), true),
@@ -261,3 +318,7 @@ mod tests {
         ));
     }
 }
+
+#[cfg(test)]
+#[path = "node_groups_tests.rs"]
+mod node_groups_tests;

@@ -72,6 +72,7 @@ impl DestinationService {
         Ok(super::subscription::follow(
             rx,
             release,
+            None,
             self.shutdown.clone(),
             move |state: std::sync::Arc<ProfileState>| {
                 entry.progress.sent(state.version, false);

@@ -2,7 +2,8 @@
 //! subscription to a shared state (a `Get` group or a profile), sends the
 //! current state's frames, then the frames of each change until the state
 //! goes away or the server shuts down. Dropping the stream releases the
-//! subscription.
+//! subscription. A `Get` stream of the unknown-node group may also move,
+//! once, to another group ([`Rekey`]): when its node becomes known.
 
 use tokio::sync::watch;
 
@@ -26,9 +27,31 @@ impl<T, R: FnOnce()> Drop for Subscription<T, R> {
     }
 }
 
+/// The receiver a stream follows instead, and the release of the one it
+/// leaves (run once that receiver is dropped).
+pub type Moved<T> = (watch::Receiver<T>, Box<dyn FnOnce() + Send>);
+
+/// How a stream may move to another shared state while it lives.
+pub struct Rekey<T> {
+    /// Wakes when the stream may have to move.
+    pub wake: watch::Receiver<u64>,
+    /// The receiver to follow from now on, if the stream moves now.
+    pub check: Box<dyn FnMut() -> Option<Moved<T>> + Send + Sync>,
+}
+
+/// What woke a waiting stream.
+enum Woke {
+    Changed,
+    Rekey,
+    NoRekey,
+    Stop,
+}
+
 /// A stream's position between two wakes.
 struct Follow<T, R: FnOnce(), F> {
     sub: Subscription<T, R>,
+    /// Set while the stream may still move (see [`Rekey`]).
+    rekey: Option<Rekey<T>>,
     /// Turns the newest state into the frames this stream sends next.
     frames_for: F,
     /// Frames being written, and the next one to write.
@@ -46,6 +69,7 @@ struct Follow<T, R: FnOnce(), F> {
 pub fn follow<T, R, F>(
     rx: watch::Receiver<T>,
     release: R,
+    rekey: Option<Rekey<T>>,
     shutdown: watch::Receiver<bool>,
     frames_for: F,
 ) -> FrameStream
@@ -59,6 +83,7 @@ where
             rx: Some(rx),
             release: Some(release),
         },
+        rekey,
         frames_for,
         frames: Frames::from(Vec::new()),
         next: 0,
@@ -71,14 +96,47 @@ where
                 state.next += 1;
                 return Some((Ok(frame.clone()), state));
             }
-            let rx = state.sub.rx.as_mut()?;
             if state.started {
-                tokio::select! {
-                    changed = rx.changed() => changed.ok()?,
-                    _ = state.shutdown.wait_for(|stop| *stop) => return None,
+                let rx = state.sub.rx.as_mut()?;
+                let rekey = async {
+                    match state.rekey.as_mut() {
+                        Some(r) => match r.wake.changed().await {
+                            Ok(()) => Woke::Rekey,
+                            Err(_) => Woke::NoRekey,
+                        },
+                        None => std::future::pending().await,
+                    }
+                };
+                let woke = tokio::select! {
+                    changed = rx.changed() => match changed {
+                        Ok(()) => Woke::Changed,
+                        Err(_) => return None,
+                    },
+                    woke = rekey => woke,
+                    _ = state.shutdown.wait_for(|stop| *stop) => Woke::Stop,
+                };
+                match woke {
+                    Woke::Changed => {}
+                    Woke::Stop => return None,
+                    // The index is gone: nothing will move the stream.
+                    Woke::NoRekey => {
+                        state.rekey = None;
+                        continue;
+                    }
+                    Woke::Rekey => {
+                        let moved = state.rekey.as_mut().and_then(|r| (r.check)());
+                        let Some((moved_rx, release_left)) = moved else {
+                            continue;
+                        };
+                        // Drop the group left before releasing it.
+                        state.sub.rx = Some(moved_rx);
+                        release_left();
+                        state.rekey = None;
+                    }
                 }
             }
             state.started = true;
+            let rx = state.sub.rx.as_mut()?;
             let newest = rx.borrow_and_update().clone();
             state.frames = (state.frames_for)(newest);
             state.next = 0;

@@ -91,6 +91,15 @@ pub struct ClusterState {
     /// Zone of each node that has one (`topology.kubernetes.io/zone`); the
     /// only node fact read, so nodes are stored as this map.
     node_zones: HashMap<String, String>,
+    /// How many stored pods name each node (`spec.nodeName`): with
+    /// `node_zones`, the node names whose answers differ from an unknown
+    /// node's (a zone, or pods for `internalTrafficPolicy: Local`). Keyed
+    /// by the pods' interned names, so it holds no string of its own.
+    pod_nodes: HashMap<Arc<str>, u32>,
+    /// Incremented whenever a node name becomes known (its first zone or
+    /// its first pod), so that streams of the unknown-node group can look
+    /// for their own group again.
+    node_epoch: u64,
     /// The sole owner of each ReplicaSet and Job (by kind, namespace, name):
     /// all a pod's owner label needs, from metadata-only watches.
     owners: HashMap<(ParentKind, String, String), OwnerRef>,
@@ -126,6 +135,8 @@ impl ClusterState {
             external_workloads: HashMap::new(),
             workload_services: HashMap::new(),
             node_zones: HashMap::new(),
+            pod_nodes: HashMap::new(),
+            node_epoch: 0,
             owners: HashMap::new(),
             service_profiles: HashMap::new(),
             pods_by_ip: HashMap::new(),
@@ -168,6 +179,18 @@ impl ClusterState {
     /// The zone of a node, if known.
     pub fn node_zone(&self, node: &str) -> Option<&str> {
         self.node_zones.get(node).map(String::as_str)
+    }
+
+    /// Whether answers for clients on `node` can differ from those for a
+    /// node the index does not know: the node has a zone, or a stored pod
+    /// runs on it.
+    pub fn knows_node(&self, node: &str) -> bool {
+        self.node_zones.contains_key(node) || self.pod_nodes.contains_key(node)
+    }
+
+    /// Changes whenever a node name becomes known (see [`Self::knows_node`]).
+    pub fn node_epoch(&self) -> u64 {
+        self.node_epoch
     }
 
     /// The sole owner of a ReplicaSet or Job.
@@ -436,6 +459,9 @@ impl ClusterState {
 
     /// Sets (`Some`) or clears (`None`) a node's zone.
     pub fn apply_node_zone(&mut self, node: String, zone: Option<String>) -> Touched {
+        if zone.is_some() && !self.knows_node(&node) {
+            self.node_epoch += 1;
+        }
         let changed = match zone {
             Some(zone) => self.node_zones.insert(node, zone.clone()) != Some(zone),
             None => self.node_zones.remove(&node).is_some(),
@@ -568,12 +594,36 @@ impl ClusterState {
     fn store_pod(&mut self, key: ObjectName, pod: Option<PodFacts>) -> HashSet<IpAddr> {
         let old = self.pods.remove(&key);
         let mut ips = self.index_pod_ips(&key, old.as_deref(), false);
+        let old_node = old.as_ref().and_then(|p| p.node_name.clone());
+        let mut new_node = None;
         if let Some(pod) = pod {
             let pod = self.strings.pod(pod);
             ips.extend(self.index_pod_ips(&key, Some(&pod), true));
+            new_node = pod.node_name.clone();
             self.pods.insert(key, Arc::new(pod));
         }
+        if old_node != new_node {
+            self.count_pod_node(old_node, new_node);
+        }
         ips
+    }
+
+    /// Moves one pod's count from node `old` to node `new`.
+    fn count_pod_node(&mut self, old: Option<Arc<str>>, new: Option<Arc<str>>) {
+        if let Some(node) = old
+            && let Some(count) = self.pod_nodes.get_mut(&node)
+        {
+            *count -= 1;
+            if *count == 0 {
+                self.pod_nodes.remove(&node);
+            }
+        }
+        if let Some(node) = new {
+            if !self.knows_node(&node) {
+                self.node_epoch += 1;
+            }
+            *self.pod_nodes.entry(node).or_default() += 1;
+        }
     }
 
     /// Stores a workload; returns the IPs whose endpoint profiles may

@@ -1,7 +1,9 @@
 //! Shared per-target state: one [`PortPublisher`] per (Service, requested
 //! port) holding the unfiltered endpoint set, and one [`Group`] per
 //! [`FilterKey`] holding the filtered, translated snapshot that all of the
-//! group's streams share.
+//! group's streams share. Streams whose node the index does not know share
+//! one unknown-node key ([`FilterKey::grouped`]), so the groups are bounded
+//! by what the cluster holds, not by what clients name.
 //!
 //! A group publishes [`GroupState`]s on a `tokio::sync::watch` channel: the
 //! newest snapshot, its version, and the precomputed step (the `Update`s)
@@ -26,7 +28,7 @@ use crate::{
     k8s::{
         endpoints::{internal_traffic_policy_local, set_labels, translate_endpoints},
         lookups::ClusterLookups,
-        services::is_external_name,
+        services::{declares_port, is_external_name},
     },
     proto::{
         frames::{self, Frames},
@@ -38,6 +40,10 @@ use crate::{
 /// per stream: every stream of the group writes the same frames.
 #[derive(Debug)]
 pub struct GroupState {
+    /// Which group published this state (unique in the process): a stream
+    /// that moves to another group (its node became known) diffs its last
+    /// snapshot against the new group's instead of comparing versions.
+    pub group: u64,
     /// Incremented on every published change.
     pub version: u64,
     /// The group's current snapshot.
@@ -51,9 +57,13 @@ pub struct GroupState {
     initial: OnceLock<Frames>,
 }
 
+/// The source of [`GroupState::group`].
+static NEXT_GROUP: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 impl GroupState {
-    fn new(version: u64, snapshot: Snapshot, step: Frames) -> Self {
+    fn new(group: u64, version: u64, snapshot: Snapshot, step: Frames) -> Self {
         Self {
+            group,
             version,
             snapshot: Arc::new(snapshot),
             step,
@@ -190,13 +200,20 @@ impl EndpointPublishers {
         }
     }
 
-    /// What each group looks like now (read by the metrics when scraped).
-    pub fn groups(&self) -> Vec<GroupStats> {
+    /// What each group looks like now (read by the metrics when scraped),
+    /// with what the index knows of the names in its key.
+    pub fn groups(&self, cluster: &ClusterState) -> Vec<GroupStats> {
         let mut stats = Vec::new();
         for (service, ports) in &self.publishers {
+            let svc = cluster.service(service);
             for (port, publisher) in ports {
                 for (key, group) in &publisher.groups {
                     let state = group.tx.borrow();
+                    let hostname_known = !key.hostname.is_empty()
+                        && publisher.inputs.endpoints.as_ref().is_some_and(|eps| {
+                            eps.values()
+                                .any(|ep| ep.hostname.as_deref() == Some(key.hostname.as_str()))
+                        });
                     stats.push(GroupStats {
                         service: service.clone(),
                         port: *port,
@@ -205,6 +222,14 @@ impl EndpointPublishers {
                         updates: state.version,
                         exists: state.snapshot.exists(),
                         endpoints: state.snapshot.len(),
+                        known: KnownNames {
+                            service: svc.is_some(),
+                            port: svc.is_some_and(|s| declares_port(s, *port)),
+                            hostname: hostname_known,
+                            node: !key.is_unknown_node()
+                                && !key.node_name.is_empty()
+                                && cluster.knows_node(&key.node_name),
+                        },
                     });
                 }
             }
@@ -317,6 +342,23 @@ pub struct GroupStats {
     pub exists: bool,
     /// Endpoints in the group's snapshot.
     pub endpoints: usize,
+    /// Which names of the group's key the index holds (the rest came from
+    /// requests only, and never name a metric series).
+    pub known: KnownNames,
+}
+
+/// Which names of a group's key the index holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KnownNames {
+    /// The Service exists.
+    pub service: bool,
+    /// The Service declares the requested port.
+    pub port: bool,
+    /// An endpoint of the Service port has the requested hostname.
+    pub hostname: bool,
+    /// The client's node has a zone or pods (see
+    /// [`crate::core::FilterKey::grouped`]).
+    pub node: bool,
 }
 
 /// All groups of one (Service, port).
@@ -353,7 +395,8 @@ impl PortPublisher {
             return group.tx.subscribe();
         }
         let snapshot = build_snapshot(&self.inputs, &key, cx, None);
-        let state = GroupState::new(0, snapshot, Arc::from(Vec::new()));
+        let group = NEXT_GROUP.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let state = GroupState::new(group, 0, snapshot, Arc::from(Vec::new()));
         let (tx, rx) = watch::channel(Arc::new(state));
         self.groups.insert(key, Group { tx });
         rx
@@ -385,7 +428,7 @@ impl Group {
             return;
         }
         let step = frames::step(&current.snapshot, &snapshot);
-        let state = GroupState::new(current.version + 1, snapshot, step);
+        let state = GroupState::new(current.group, current.version + 1, snapshot, step);
         self.tx.send_replace(Arc::new(state));
     }
 }

@@ -27,7 +27,7 @@ use kube::core::PartialObjectMeta;
 use tokio::sync::watch;
 
 pub use cluster::{ClusterState, Touched};
-pub use endpoints::{EndpointPublishers, GroupStats, SubscribeError};
+pub use endpoints::{EndpointPublishers, GroupStats, KnownNames, SubscribeError};
 pub use profiles::{ProfileKey, ProfileLookupError, ProfilePublishers};
 
 use crate::{
@@ -53,6 +53,10 @@ pub struct EndpointsIndex {
     /// Followers of a Service object itself (federated streams re-read
     /// their members when it changes), by Service.
     service_watchers: HashMap<ServiceId, watch::Sender<Option<Arc<Service>>>>,
+    /// The cluster's node epoch, published after each change: streams of
+    /// an unknown-node group wake on it and look for their node's own
+    /// group (see [`FilterKey::grouped`]).
+    node_epoch: watch::Sender<u64>,
 }
 
 impl EndpointsIndex {
@@ -62,11 +66,24 @@ impl EndpointsIndex {
             endpoints: EndpointPublishers::default(),
             profiles: ProfilePublishers::default(),
             service_watchers: HashMap::new(),
+            node_epoch: watch::Sender::new(0),
         }
     }
 
-    /// Recomputes what a stored change touched.
+    /// Recomputes what a stored change touched, then tells the streams of
+    /// unknown-node groups if a node name became known.
     fn refresh(&mut self, touched: Touched) {
+        self.refresh_publishers(touched);
+        let epoch = self.cluster.node_epoch();
+        self.node_epoch.send_if_modified(|current| {
+            let changed = *current != epoch;
+            *current = epoch;
+            changed
+        });
+    }
+
+    /// Recomputes the publishers a stored change touched.
+    fn refresh_publishers(&mut self, touched: Touched) {
         if touched.is_empty() {
             return;
         }
@@ -131,6 +148,12 @@ impl EndpointsIndex {
         &self.endpoints
     }
 
+    /// What each `Get` group looks like now, and which names of its key the
+    /// index holds (read by the metrics when scraped).
+    pub fn group_stats(&self) -> Vec<GroupStats> {
+        self.endpoints.groups(&self.cluster)
+    }
+
     /// The translator configuration.
     pub fn config(&self) -> &TranslatorConfig {
         self.cluster.config()
@@ -159,6 +182,31 @@ impl EndpointsIndex {
         key: FilterKey,
     ) -> Result<watch::Receiver<Arc<GroupState>>, SubscribeError> {
         self.endpoints.subscribe(&self.cluster, service, port, key)
+    }
+
+    /// The group key a stream asking with `key` follows now (its node's
+    /// own, or the shared unknown-node key; see [`FilterKey::grouped`]).
+    pub fn group_key(&self, key: &FilterKey) -> FilterKey {
+        key.grouped(|node| self.cluster.knows_node(node))
+    }
+
+    /// Subscribes a stream asking with `key` to the group it follows now;
+    /// returns that group's key with the receiver.
+    pub fn subscribe_grouped(
+        &mut self,
+        service: &ServiceId,
+        port: u16,
+        key: &FilterKey,
+    ) -> Result<(FilterKey, watch::Receiver<Arc<GroupState>>), SubscribeError> {
+        let grouped = self.group_key(key);
+        let rx = self.subscribe(service, port, grouped.clone())?;
+        Ok((grouped, rx))
+    }
+
+    /// Wakes whenever a node name becomes known: the streams of an
+    /// unknown-node group then check [`Self::group_key`] again.
+    pub fn node_epoch(&self) -> watch::Receiver<u64> {
+        self.node_epoch.subscribe()
     }
 
     /// Called after a stream dropped its receiver: drops empty groups and publishers.
@@ -222,7 +270,12 @@ impl EndpointsIndex {
         port: u16,
         key: &FilterKey,
     ) -> Option<Arc<GroupState>> {
-        self.endpoints.group_state(service, port, key)
+        // A stream records the key it asked with: its node's group if there
+        // is one, else the unknown-node group it follows.
+        self.endpoints.group_state(service, port, key).or_else(|| {
+            self.endpoints
+                .group_state(service, port, &self.group_key(key))
+        })
     }
 
     /// The newest state of a profile publisher, if it has streams.

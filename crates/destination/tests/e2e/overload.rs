@@ -1,6 +1,8 @@
 //! Overload and bad peers (issue 13), end to end against the `destination`
 //! process: streams past `--grpc-max-concurrent-streams` are refused with
-//! `REFUSED_STREAM` while every other stream and client is served; garbage
+//! `REFUSED_STREAM` while every other stream and client is served; streams
+//! past `--grpc-max-open-streams`, over any connections, are refused with
+//! `RESOURCE_EXHAUSTED` and counted; garbage
 //! and half-open connections on the gRPC and admin ports are closed,
 //! counted and logged once; an API server that denies a list, or cannot be
 //! reached at start, is named in `/ready` until it is fixed, and the
@@ -272,6 +274,76 @@ fn sample(metrics: &str, series: &str) -> Option<f64> {
         let value = line.strip_prefix(series)?.strip_prefix(' ')?;
         value.split_whitespace().next()?.parse().ok()
     })
+}
+
+#[tokio::test]
+async fn streams_past_the_process_cap_are_refused_and_counted() {
+    let env = TestEnv::new("overload-cap").await;
+    env.cluster().ensure_crds();
+    http_service(&env, "web").await;
+    let (addr, admin) = (free_addr(), free_addr());
+    let line = args(
+        env.cluster().kubeconfig(),
+        addr,
+        admin,
+        &["--grpc-max-open-streams=2"],
+    );
+    let dst = ServerProcess::start(PROGRAM.as_ref(), &line, admin).await;
+    let path = authority(&env, "web", 80);
+    let request = || GetDestination {
+        scheme: "k8s".into(),
+        path: path.clone(),
+        context_token: String::new(),
+    };
+    // Each stream on a connection of its own.
+    let mut open = Vec::new();
+    for _ in 0..2 {
+        let mut stream = client(addr)
+            .await
+            .get(request())
+            .await
+            .expect("under the cap")
+            .into_inner();
+        let first = tokio::time::timeout(TIMEOUT, stream.message()).await;
+        assert!(matches!(first, Ok(Ok(Some(_)))), "{first:?}");
+        open.push(stream);
+    }
+    let refused = client(addr)
+        .await
+        .get(request())
+        .await
+        .expect_err("past the cap");
+    assert_eq!(
+        refused.code(),
+        tonic::Code::ResourceExhausted,
+        "{refused:?}"
+    );
+    assert!(
+        refused.message().contains("--grpc-max-open-streams"),
+        "{refused:?}"
+    );
+    let (_, metrics) = dst.admin_get("/metrics").await;
+    assert_eq!(
+        sample(&metrics, "grpc_open_streams"),
+        Some(2.0),
+        "{metrics}"
+    );
+    assert_eq!(
+        sample(&metrics, "grpc_open_streams_refused_total"),
+        Some(1.0)
+    );
+    // A stream that ends gives its slot back.
+    drop(open.pop());
+    eventually("a slot to be given back", TIMEOUT, || async {
+        let (_, metrics) = dst.admin_get("/metrics").await;
+        let now = sample(&metrics, "grpc_open_streams");
+        (now == Some(1.0))
+            .then_some(())
+            .ok_or(format!("{now:?} open"))
+    })
+    .await;
+    let update = first_update(addr, &path).await;
+    assert!(update.update.is_some());
 }
 
 #[tokio::test]

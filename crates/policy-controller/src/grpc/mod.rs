@@ -304,6 +304,7 @@ pub async fn serve<D: DiscoverInboundServer, O: crate::core::DiscoverOutboundPol
     server: Arc<InboundPolicyServer<D>>,
     outbound: Arc<outbound::OutboundPolicyServer<O>>,
     workload_ports: workload_ports::WorkloadPortsService,
+    stream_cap: grpc_stream::cap::StreamCap,
     synced: tokio::sync::watch::Receiver<bool>,
     metrics: &grpc_stream::metrics::GrpcServerMetrics,
     shutdown: Shutdown,
@@ -319,8 +320,10 @@ pub async fn serve<D: DiscoverInboundServer, O: crate::core::DiscoverOutboundPol
             SYNC_WAIT,
             "the policy controller",
         ))
-        .add_service(server.router())
-        .add_service(outbound.router())
+        // The proxy-facing streams share the process's cap; the
+        // destination's feed is not counted against it.
+        .add_service(server.router().with_cap(stream_cap.clone()))
+        .add_service(outbound.router().with_cap(stream_cap))
         .add_service(workload_ports.svc())
         .serve_with_incoming_shutdown(
             // TCP_NODELAY; garbage and half-open peers closed and reported.

@@ -57,3 +57,28 @@ fn the_client_nodes_zone_decides_locality() {
     assert_eq!(changed(&mut client), Some(at("unknown")));
     assert_eq!(idx.node_zone("node-1"), None);
 }
+
+#[test]
+fn a_node_is_known_by_its_zone_or_its_pods() {
+    let mut idx = index();
+    let mut epoch = idx.node_epoch();
+    assert!(!idx.cluster().knows_node("node-1"));
+    idx.apply(pod("web-0", "10.0.0.1"));
+    assert!(idx.cluster().knows_node("node-1"), "a pod runs on it");
+    assert!(epoch.has_changed().expect("open"));
+    epoch.mark_unchanged();
+    idx.apply(pod("web-1", "10.0.0.2"));
+    assert!(!epoch.has_changed().expect("open"), "already known");
+    delete::<Pod>(&mut idx, "web-0");
+    assert!(idx.cluster().knows_node("node-1"), "web-1 still runs on it");
+    delete::<Pod>(&mut idx, "web-1");
+    assert!(!idx.cluster().knows_node("node-1"));
+    idx.apply(node("node-2", None));
+    assert!(
+        !idx.cluster().knows_node("node-2"),
+        "no zone, no pods: as unknown"
+    );
+    idx.apply(node("node-2", Some("z1")));
+    assert!(idx.cluster().knows_node("node-2"));
+    assert!(epoch.has_changed().expect("open"));
+}

@@ -7,12 +7,16 @@
 //! parents of a route, the parents of routes whose backend appeared or
 //! went away); only their watches are recomputed, and a watch is only
 //! notified when its policy really changed. Watches nobody holds any more
-//! are dropped when their Service is next recomputed.
+//! are dropped when their Service is next recomputed, and by
+//! [`sweep`]: every few seconds (the runtime's sweep task) and whenever
+//! the count of watches doubles, so names, ports and client namespaces a
+//! client makes up keep nothing once its streams end.
 
 pub mod annotations;
 pub mod egress;
 pub mod routes;
 pub mod service;
+pub mod sweep;
 #[cfg(test)]
 mod tests;
 
@@ -74,8 +78,14 @@ pub struct OutboundIndex {
     routes: HashMap<RouteId, OutboundBinding>,
     /// Routes by the Services they attach to.
     routes_by_parent: HashMap<ServiceKey, BTreeSet<RouteId>>,
-    /// Published policies.
+    /// Published policies. Keyed by what requests name (Services that may
+    /// not exist, any port, any client namespace): an entry lives only as
+    /// long as a receiver does, see [`sweep`].
     watches: HashMap<ServiceKey, PortWatches>,
+    /// How many (port, client namespace) watches `watches` holds, kept so
+    /// that creating one can sweep when the count doubles (amortized O(1)
+    /// per watch) without walking the map.
+    watch_count: usize,
     /// EgressNetworks by namespace and name.
     egress_networks: BTreeMap<ServiceKey, egress::EgressEntry>,
     /// Routes with at least one accepted EgressNetwork parent.
@@ -103,6 +113,7 @@ impl OutboundIndex {
             routes: HashMap::new(),
             routes_by_parent: HashMap::new(),
             watches: HashMap::new(),
+            watch_count: 0,
             egress_networks: BTreeMap::new(),
             egress_routes: BTreeSet::new(),
             egress_watches: HashMap::new(),
@@ -119,8 +130,7 @@ impl OutboundIndex {
         OutboundStats {
             services: self.services.len(),
             routes: self.routes.len(),
-            watches: self.watches.values().map(HashMap::len).sum::<usize>()
-                + self.egress_watches.len(),
+            watches: self.watch_count + self.egress_watches.len(),
         }
     }
 
@@ -178,18 +188,25 @@ impl OutboundIndex {
         {
             return tx.subscribe();
         }
+        // Requests choose these keys: drop the watches nobody holds any
+        // more whenever the count doubles, besides the periodic sweep.
+        if self.watch_count.is_power_of_two() {
+            self.sweep_unwatched();
+        }
         let policy = self.policy_of(
             &key,
             self.services.get(&key),
             target.port,
             &target.source_namespace,
         );
+        let tx = watch::Sender::new(Arc::new(policy));
+        let rx = tx.subscribe();
         self.watches
             .entry(key)
             .or_default()
-            .entry((target.port, target.source_namespace.clone()))
-            .or_insert_with(|| watch::Sender::new(Arc::new(policy)))
-            .subscribe()
+            .insert((target.port, target.source_namespace.clone()), tx);
+        self.watch_count += 1;
+        rx
     }
 
     /// Whether the index holds the Service `namespace/name`.
@@ -330,7 +347,9 @@ impl OutboundIndex {
             }
             if let Some(watches) = self.watches.get_mut(&key) {
                 for k in stale {
-                    watches.remove(&k);
+                    if watches.remove(&k).is_some() {
+                        self.watch_count -= 1;
+                    }
                 }
                 if watches.is_empty() {
                     self.watches.remove(&key);

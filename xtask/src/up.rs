@@ -99,6 +99,8 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
                     format!("--kubeconfig={kubeconfig}"),
                     "--admin-addr=127.0.0.1:9990".into(),
                     "--grpc-addr=127.0.0.1:8090".into(),
+                    "--workload-ports-addr=127.0.0.1:8091".into(),
+                    "--introspection-addr=127.0.0.1:9980".into(),
                     "--server-addr=127.0.0.1:9443".into(),
                     format!("--server-tls-certs={crt}"),
                     format!("--server-tls-key={key}"),
@@ -111,7 +113,8 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
                     format!("--kubeconfig={kubeconfig}"),
                     "--addr=127.0.0.1:8086".into(),
                     "--admin-addr=127.0.0.1:9996".into(),
-                    "--policy-addr=http://127.0.0.1:8090".into(),
+                    "--introspection-addr=127.0.0.1:9986".into(),
+                    "--policy-addr=http://127.0.0.1:8091".into(),
                 ],
             },
             Component {
@@ -261,8 +264,8 @@ fn print_summary(cluster: &Cluster, elapsed: Duration) {
     println!(
         "\nMeridian is up on a local Kubernetes {} control plane ({:.1}s).\n\
          \n  export KUBECONFIG={}\n\
-         \n  destination        gRPC 127.0.0.1:8086   admin http://127.0.0.1:9996/ready\
-         \n  policy-controller  gRPC 127.0.0.1:8090   admin http://127.0.0.1:9990/ready  webhook https://127.0.0.1:9443\
+         \n  destination        gRPC 127.0.0.1:8086   admin http://127.0.0.1:9996/ready   introspection http://127.0.0.1:9986/streams\
+         \n  policy-controller  gRPC 127.0.0.1:8090   admin http://127.0.0.1:9990/ready   introspection http://127.0.0.1:9980/streams  webhook https://127.0.0.1:9443\
          \n  sp-validator       webhook https://127.0.0.1:8443   admin http://127.0.0.1:9997/ready\n\
          \nSample workloads in namespace demo (web: 3 meshed pods, db: 1 unmeshed pod). Try:\
          \n  cargo run -q -p destination --bin meridian-cli -- get web.demo.svc.cluster.local:80\

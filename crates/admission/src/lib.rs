@@ -1,6 +1,7 @@
 //! Shared plumbing of Meridian's admission webhooks (`sp-validator`, and the
 //! policy controller's webhook): AdmissionReview `v1`/`v1beta1` handling, an
-//! HTTPS server whose certificate is reloaded from files, and metrics.
+//! HTTPS server whose certificate is reloaded from files, bounds on what a
+//! client can make it hold ([`limits`]), and metrics.
 //!
 //! A webhook implements [`Validate`] and serves [`server::router`] with an
 //! [`HttpsServer`]:
@@ -19,16 +20,18 @@
 //! # Ok(()) }
 //! ```
 
+pub mod limits;
 pub mod metrics;
 pub mod review;
 pub mod server;
 pub mod tls;
 
+pub use limits::Limits;
 pub use metrics::{Metrics, Outcome};
 pub use review::{
     AdmissionRequest, AdmissionResponse, AdmissionReview, ReviewError, ReviewVersion,
 };
-pub use server::{HttpsServer, ServerError, router};
+pub use server::{HttpsServer, ServerError, router, router_with};
 pub use tls::{CertStore, TlsError, TlsPaths};
 
 /// The rules of one webhook. `Err(message)` denies the object with status

@@ -4,35 +4,43 @@
 //! peers (not TLS, a failed or silent handshake, then garbage or silence
 //! inside TLS) are closed and reported to the listener
 //! ([`meridian_runtime::peers`]), logged at most once a minute.
+//!
+//! What a client can make a server hold is bounded ([`crate::limits`]): a
+//! body is at most [`BODY_LIMIT`] and must arrive within
+//! [`crate::limits::READ_DEADLINE`] of its head; bodies are read in a
+//! bounded number of slots, the longest reader shed when a newer request
+//! needs one; an HTTP/2 connection has at most
+//! [`crate::limits::MAX_CONCURRENT_STREAMS`] streams. Each refusal is
+//! answered with a plain-text error and counted in
+//! `admission_reviews_total{result}`.
 
 use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use axum::{
     Router,
-    body::Bytes,
-    extract::{DefaultBodyLimit, State, rejection::BytesRejection},
-    http::{Method, StatusCode, header},
+    body::{Body, Bytes},
+    extract::{Request, State},
+    http::{HeaderValue, Method, StatusCode, Version, header},
     response::{IntoResponse, Response},
 };
+use http_body_util::BodyExt;
 use meridian_runtime::{
     Shutdown,
     peers::{
         Listener, Reason,
-        http::{Protocol, error_chain, serve_connection},
+        http::{IDLE_TIMEOUT, Protocol, Settings, error_chain, serve_connection_with},
     },
 };
 use tokio::{net::TcpListener, task::JoinSet};
 use tokio_rustls::TlsAcceptor;
 
+pub use crate::limits::BODY_LIMIT;
 use crate::{
     AdmissionReview, Validate,
+    limits::{Limits, MAX_CONCURRENT_STREAMS, ReadSlots},
     metrics::{Metrics, Outcome},
     tls::{CertStore, TlsError},
 };
-
-/// The largest request body accepted (Kubernetes objects are at most ~1.5
-/// MiB; reviews carry two of them).
-pub const BODY_LIMIT: usize = 10 * 1024 * 1024;
 
 /// How long a TLS handshake may take.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -40,18 +48,39 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long in-flight requests get to finish after shutdown is requested.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Each connection's settings. HTTP/1 heads: a fresh connection's first
+/// head must be in within 10 s (`peers::http`); later heads share the idle
+/// allowance of a kept-alive connection, which is longer than Go clients
+/// keep one idle so that the API server closes first (hyper's clock runs
+/// from the end of the previous response). A head being read holds no read
+/// slot, and at most hyper's header buffer.
+const CONNECTION: Settings = Settings {
+    header_read_timeout: IDLE_TIMEOUT,
+    max_concurrent_streams: MAX_CONCURRENT_STREAMS,
+};
+
 struct Handler<V> {
     validator: V,
     metrics: Metrics,
+    limits: Limits,
+    slots: Arc<ReadSlots>,
 }
 
 /// The webhook's routes: every path takes a `POST`ed AdmissionReview.
+/// Bounded by the default [`Limits`].
 pub fn router<V: Validate>(validator: V, metrics: Metrics) -> Router {
-    let handler = Arc::new(Handler { validator, metrics });
-    Router::new()
-        .fallback(review::<V>)
-        .with_state(handler)
-        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+    router_with(validator, metrics, Limits::default())
+}
+
+/// [`router`] with other [`Limits`] (tests use short deadlines).
+pub fn router_with<V: Validate>(validator: V, metrics: Metrics, limits: Limits) -> Router {
+    let handler = Arc::new(Handler {
+        validator,
+        metrics,
+        slots: ReadSlots::new(&limits),
+        limits,
+    });
+    Router::new().fallback(review::<V>).with_state(handler)
 }
 
 fn plain(status: StatusCode, message: String) -> Response {
@@ -63,35 +92,108 @@ fn plain(status: StatusCode, message: String) -> Response {
         .into_response()
 }
 
-async fn review<V: Validate>(
-    State(handler): State<Arc<Handler<V>>>,
-    method: Method,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    if method != Method::POST {
+/// Why a body was not read.
+enum Refusal {
+    TooLarge,
+    Unreadable(String),
+    Timeout,
+    Shed,
+}
+
+impl<V: Validate> Handler<V> {
+    /// Reads the body within the deadline, holding a read slot meanwhile.
+    async fn read_body(&self, mut body: Body) -> Result<Bytes, Refusal> {
+        let deadline = tokio::time::Instant::now() + self.limits.read_deadline;
+        let read = async {
+            let mut slot = self.slots.acquire().await;
+            let _reading = self.metrics.reading();
+            let mut bytes = Vec::new();
+            loop {
+                let frame = tokio::select! {
+                    frame = body.frame() => frame,
+                    _ = &mut slot.shed => return Err(Refusal::Shed),
+                };
+                let Some(frame) = frame else { break };
+                let frame = frame.map_err(|error| Refusal::Unreadable(error_chain(&error)))?;
+                if let Ok(data) = frame.into_data() {
+                    if bytes.len() + data.len() > self.limits.body_limit {
+                        return Err(Refusal::TooLarge);
+                    }
+                    bytes.extend_from_slice(&data);
+                }
+            }
+            Ok(Bytes::from(bytes))
+        };
+        tokio::time::timeout_at(deadline, read)
+            .await
+            .unwrap_or(Err(Refusal::Timeout))
+    }
+
+    fn refuse(&self, refusal: Refusal, version: Version) -> Response {
+        let (outcome, status, message) = match refusal {
+            Refusal::TooLarge => (
+                Outcome::Invalid,
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("request body larger than {} bytes", self.limits.body_limit),
+            ),
+            Refusal::Unreadable(error) => (
+                Outcome::Invalid,
+                StatusCode::BAD_REQUEST,
+                format!("failed to read the request body: {error}"),
+            ),
+            Refusal::Timeout => (
+                Outcome::Timeout,
+                StatusCode::REQUEST_TIMEOUT,
+                format!(
+                    "request body not received within {:?}",
+                    self.limits.read_deadline
+                ),
+            ),
+            Refusal::Shed => (
+                Outcome::Shed,
+                StatusCode::SERVICE_UNAVAILABLE,
+                "request body still arriving when newer requests needed its read slot".to_string(),
+            ),
+        };
+        self.metrics.record(outcome);
+        tracing::debug!(%status, %message, "rejected request");
+        let mut response = plain(status, message);
+        // The rest of the body is not read: an HTTP/1 connection cannot be
+        // reused (HTTP/2 resets the stream alone).
+        if version < Version::HTTP_2 {
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
+        response
+    }
+}
+
+async fn review<V: Validate>(State(handler): State<Arc<Handler<V>>>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    if parts.method != Method::POST {
+        let method = parts.method;
         return plain(
             StatusCode::METHOD_NOT_ALLOWED,
             format!("method {method} not allowed: POST an AdmissionReview"),
         );
     }
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse::<u64>().ok());
+    let too_large = declared.is_some_and(|length| {
+        usize::try_from(length).map_or(true, |length| length > handler.limits.body_limit)
+    });
+    let body = if too_large {
+        Err(Refusal::TooLarge)
+    } else {
+        handler.read_body(body).await
+    };
     let body = match body {
         Ok(body) => body,
-        Err(rejection) => {
-            handler.metrics.record(Outcome::Invalid);
-            let status = rejection.status();
-            let status = if status.is_client_error() {
-                status
-            } else {
-                StatusCode::BAD_REQUEST
-            };
-            let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
-                format!("request body larger than {BODY_LIMIT} bytes")
-            } else {
-                format!("failed to read the request body: {}", rejection.body_text())
-            };
-            tracing::debug!(%status, %message, "rejected request");
-            return plain(status, message);
-        }
+        Err(refusal) => return handler.refuse(refusal, parts.version),
     };
     let review = match AdmissionReview::parse(&body) {
         Ok(review) => review,
@@ -229,7 +331,8 @@ impl HttpsServer {
                         }
                     }
                 };
-                serve_connection(tls, protocol, router, &peers, Some(peer), stop).await;
+                serve_connection_with(tls, protocol, router, &peers, Some(peer), stop, CONNECTION)
+                    .await;
             });
         }
         drop(self.listener);

@@ -5,138 +5,21 @@
 //! its 10 s deadline), counted by reason, and a good review is answered
 //! all along.
 
-use std::{net::SocketAddr, sync::Arc, time::Duration};
+mod support;
 
-use admission::{AdmissionRequest, CertStore, HttpsServer, Metrics, TlsPaths, Validate};
-use meridian_runtime::{
-    ConnectionMetrics, Shutdown,
-    peers::{Listener, Reason},
-};
-use prometheus_client::registry::Registry;
-use rustls::pki_types::{CertificateDer, ServerName};
+use std::{net::SocketAddr, time::Duration};
+
+use meridian_runtime::peers::Reason;
+use support::start;
 use tokio::{
     io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt},
     net::TcpStream,
 };
 
-struct AllowAll;
-
-impl Validate for AllowAll {
-    fn validate(&self, _: &AdmissionRequest) -> Result<(), String> {
-        Ok(())
-    }
-}
-
-struct Webhook {
-    addr: SocketAddr,
-    roots: Arc<rustls::RootCertStore>,
-    listener: Listener,
-    registry: Registry,
-    _dir: tempfile::TempDir,
-}
-
-async fn start() -> Webhook {
-    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).expect("cert");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let paths = TlsPaths {
-        cert: dir.path().join("tls.crt"),
-        key: dir.path().join("tls.key"),
-    };
-    std::fs::write(&paths.cert, cert.cert.pem()).expect("write");
-    std::fs::write(&paths.key, cert.signing_key.serialize_pem()).expect("write");
-    let certs = CertStore::load(paths).expect("certs");
-    let mut roots = rustls::RootCertStore::empty();
-    roots
-        .add(CertificateDer::from(cert.cert.der().to_vec()))
-        .expect("root");
-    let mut registry = Registry::default();
-    let listener = ConnectionMetrics::register(&mut registry).listener("webhook");
-    let addr = "127.0.0.1:0".parse().expect("addr");
-    let server = HttpsServer::bind(addr, &certs, listener.clone())
-        .await
-        .expect("bind");
-    let addr = server.local_addr().expect("addr");
-    let (trigger, shutdown) = Shutdown::new();
-    tokio::spawn(async move {
-        server
-            .serve(admission::router(AllowAll, Metrics::default()), shutdown)
-            .await;
-        drop(trigger);
-    });
-    Webhook {
-        addr,
-        roots: Arc::new(roots),
-        listener,
-        registry,
-        _dir: dir,
-    }
-}
-
-impl Webhook {
-    async fn tls(&self, alpn: &[u8]) -> tokio_rustls::client::TlsStream<TcpStream> {
-        let mut config = rustls::ClientConfig::builder_with_provider(admission::tls::provider())
-            .with_protocol_versions(&[&rustls::version::TLS13])
-            .expect("TLS 1.3")
-            .with_root_certificates(self.roots.clone())
-            .with_no_client_auth();
-        config.alpn_protocols = vec![alpn.to_vec()];
-        let tcp = TcpStream::connect(self.addr).await.expect("connect");
-        tokio_rustls::TlsConnector::from(Arc::new(config))
-            .connect(ServerName::try_from("localhost").expect("name"), tcp)
-            .await
-            .expect("TLS handshake")
-    }
-
-    /// A kept-alive HTTP/1.1 client.
-    async fn keep_alive(&self) -> hyper::client::conn::http1::SendRequest<axum::body::Body> {
-        let tls = self.tls(b"http/1.1").await;
-        let (sender, connection) =
-            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
-                .await
-                .expect("HTTP/1.1 handshake");
-        tokio::spawn(connection);
-        sender
-    }
-
-    /// A review over a fresh HTTP/1.1 connection: the status line.
-    async fn review(&self) -> String {
-        let mut tls = self.tls(b"http/1.1").await;
-        let body = serde_json::json!({
-            "apiVersion": "admission.k8s.io/v1",
-            "kind": "AdmissionReview",
-            "request": {"uid": "u-1", "name": "x", "operation": "CREATE", "object": {}},
-        })
-        .to_string();
-        let request = format!(
-            "POST / HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        );
-        tls.write_all(request.as_bytes()).await.expect("write");
-        let mut response = Vec::new();
-        let _ = tls.read_to_end(&mut response).await;
-        String::from_utf8_lossy(&response)
-            .lines()
-            .next()
-            .unwrap_or_default()
-            .to_string()
-    }
-
-    fn metrics(&self) -> String {
-        let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &self.registry).expect("encode");
-        text
-    }
-}
-
 async fn keep_alive_review(
     sender: &mut hyper::client::conn::http1::SendRequest<axum::body::Body>,
 ) -> u16 {
-    let body = serde_json::json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {"uid": "u-2", "name": "y", "operation": "CREATE", "object": {}},
-    })
-    .to_string();
+    let body = support::review_body("u-2");
     let request = http::Request::post("/")
         .header(http::header::HOST, "localhost")
         .header(http::header::CONTENT_TYPE, "application/json")

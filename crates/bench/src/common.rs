@@ -380,6 +380,9 @@ pub struct Server {
     pub pid: u32,
     pub grpc: SocketAddr,
     pub admin: SocketAddr,
+    /// The policy controller's workload-ports feed (the destination's
+    /// `--policy-addr`).
+    pub workload_ports: Option<SocketAddr>,
     /// Its log file (warnings and errors).
     pub log: std::path::PathBuf,
 }
@@ -404,6 +407,23 @@ pub async fn start_server_at(
         "--log-level=warn".to_string(),
     ];
     args.extend(extra.iter().cloned());
+    // Localhost listeners on free ports, not the fixed defaults: servers
+    // of other runs on this machine may hold those. (Builds from before
+    // these flags, compared by some benchmarks, do not take them.)
+    let help = supported_flags(bin);
+    let wanted = |flag: &str| {
+        help.contains(&format!("--{flag}"))
+            && !extra.iter().any(|a| a.starts_with(&format!("--{flag}")))
+    };
+    if wanted("introspection-addr") {
+        args.push(format!("--introspection-addr={}", free_addr()?));
+    }
+    let mut workload_ports = None;
+    if wanted("workload-ports-addr") {
+        let addr = free_addr()?;
+        args.push(format!("--workload-ports-addr={addr}"));
+        workload_ports = Some(addr);
+    }
     let log = cluster.work_dir().join(format!("{name}.log"));
     let (program, args) = server_command(bin, args);
     let process = local_cluster::ManagedProcess::spawn(
@@ -422,8 +442,18 @@ pub async fn start_server_at(
         pid,
         grpc: grpc_addr,
         admin: admin_addr,
+        workload_ports,
         log,
     })
+}
+
+/// `bin --help`'s text (empty if it cannot be run): which flags it takes.
+pub fn supported_flags(bin: &std::path::Path) -> String {
+    std::process::Command::new(bin)
+        .arg("--help")
+        .output()
+        .map(|out| String::from_utf8_lossy(&out.stdout).into_owned())
+        .unwrap_or_default()
 }
 
 /// Prints the memory figures of a streaming benchmark: the server's RSS

@@ -1,6 +1,7 @@
-//! Introspection on the admin port (read-only): what every open stream
-//! asked for and how far it has got, what each target's shared state holds,
-//! and a consistency audit of both against the index.
+//! Introspection on its own listener (`--introspection-addr`, localhost by
+//! default; read-only): what every open stream asked for and how far it has
+//! got, what each target's shared state holds, and a consistency audit of
+//! both against the index.
 //!
 //! - `GET /streams`: open `Get` and `GetProfile` streams, oldest first,
 //!   paged (`after`=last id seen, `limit`, default 100, at most 1000) and
@@ -13,12 +14,14 @@
 //!   compares it with what is published, and each stream's last sent
 //!   version with its group's newest. Differences are listed with both
 //!   sides, logged and counted (`audit_mismatches`); the same audit runs in
-//!   the background every `--audit-interval-secs`.
+//!   the background every `--audit-interval-secs`. One audit runs at a
+//!   time; callers within [`AUDIT_FRESH_FOR`] of the last one share its
+//!   report.
 //!
 //! Everything reads shared state under the index's read lock or the stream
 //! map's short lock; nothing waits on a stream.
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 use axum::{
     Json, Router,
@@ -28,6 +31,7 @@ use axum::{
     routing::get,
 };
 use grpc_stream::registry::now_ms;
+use meridian_runtime::coalesce::Coalesced;
 use parking_lot::RwLock;
 use prometheus_client::{
     encoding::EncodeLabelSet,
@@ -47,16 +51,21 @@ use crate::{
 /// old: a stream caught between a publish and its write is not behind.
 const BEHIND_GRACE_MS: u64 = 1_000;
 
+/// How long an audit's report is shared with later callers.
+pub const AUDIT_FRESH_FOR: Duration = Duration::from_secs(1);
+
 /// Page size of `/streams` when `limit` is not given, and its maximum.
 const DEFAULT_LIMIT: usize = 100;
 const MAX_LIMIT: usize = 1_000;
 
-/// The admin routes' shared state.
+/// The introspection routes' shared state.
 #[derive(Clone)]
 pub struct Introspection {
     index: Arc<RwLock<EndpointsIndex>>,
     streams: Arc<StreamRegistry>,
     metrics: AuditMetrics,
+    /// The last audit (or why it failed), shared by concurrent callers.
+    audits: Arc<Coalesced<Result<AuditReport, String>>>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -99,16 +108,32 @@ impl Introspection {
             index,
             streams,
             metrics,
+            audits: Arc::new(Coalesced::new(AUDIT_FRESH_FOR)),
         }
     }
 
-    /// The routes to add to the admin server.
+    /// The routes of the introspection listener.
     pub fn routes(self) -> Router {
         Router::new()
             .route("/streams", get(streams))
             .route("/targets", get(targets))
             .route("/audit", get(audit))
             .with_state(self)
+    }
+
+    /// An audit's report: the last one if it is fresh, else a new run (off
+    /// the async threads: it holds the index's read lock), one at a time.
+    pub async fn shared_audit(&self) -> Arc<Result<AuditReport, String>> {
+        self.audits
+            .get(|| {
+                let this = self.clone();
+                async move {
+                    tokio::task::spawn_blocking(move || this.run_audit())
+                        .await
+                        .map_err(|error| error.to_string())
+                }
+            })
+            .await
     }
 
     /// One audit: compares, counts and logs.
@@ -559,8 +584,7 @@ fn parse_service(s: &str) -> Option<ServiceId> {
 }
 
 async fn audit(State(state): State<Introspection>) -> Response {
-    let report = tokio::task::spawn_blocking(move || state.run_audit()).await;
-    match report {
+    match state.shared_audit().await.as_ref() {
         Ok(report) => Json(report).into_response(),
         Err(error) => (
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -758,5 +782,22 @@ mod tests {
                 .get(),
             1
         );
+    }
+    #[tokio::test]
+    async fn concurrent_audit_callers_share_one_run() {
+        let (index, registry) = fixture();
+        let metrics = AuditMetrics::default();
+        let routes = Introspection::new(index, registry, metrics.clone()).routes();
+        let callers: Vec<_> = (0..8)
+            .map(|_| tokio::spawn(get_json(routes.clone(), "/audit")))
+            .collect();
+        for caller in callers {
+            let (status, report) = caller.await.expect("task");
+            assert_eq!(
+                (status, &report["consistent"]),
+                (StatusCode::OK, &true.into())
+            );
+        }
+        assert_eq!(metrics.runs.get(), 1);
     }
 }

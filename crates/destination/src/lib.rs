@@ -46,7 +46,7 @@
 //!   Services selecting ExternalWorkloads (reads Kubernetes objects, writes
 //!   slices; the index reads those like any other slice);
 //! - [`metrics`]: Prometheus metrics (index series read at scrape time);
-//! - [`admin`]: introspection on the admin port (open streams, targets'
+//! - [`admin`]: introspection on a localhost listener (open streams, targets'
 //!   shared state, the consistency audit);
 //!   [`runtime`]: flags → watches, servers and shutdown.
 

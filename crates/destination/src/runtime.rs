@@ -1,6 +1,6 @@
 //! `destination` flags and wiring: watches into the index, the gRPC server,
-//! the admin server, the ExternalWorkload EndpointSlice writer, and
-//! graceful shutdown.
+//! the admin and introspection servers, the ExternalWorkload EndpointSlice
+//! writer, and graceful shutdown.
 
 use std::{net::SocketAddr, sync::Arc, time::Duration};
 
@@ -57,6 +57,18 @@ pub struct Args {
         value_parser = parse_listen_addr
     )]
     pub admin_addr: SocketAddr,
+
+    /// Introspection address (/streams, /targets, /audit): read-only JSON
+    /// about every open stream, kept off the admin port that Prometheus and
+    /// proxies reach. Localhost by default: reach it with `kubectl
+    /// port-forward` (as `meridian-cli explain --port-forward` does).
+    #[arg(
+        long,
+        env = "DESTINATION_INTROSPECTION_ADDR",
+        default_value = "127.0.0.1:9986",
+        value_parser = parse_listen_addr
+    )]
+    pub introspection_addr: SocketAddr,
 
     /// Namespace of the control plane (meshed pods carry it in `linkerd.io/control-plane-ns`).
     #[arg(long, default_value = "linkerd")]
@@ -133,17 +145,19 @@ pub struct Args {
     )]
     pub cluster_networks: Vec<ipnet::IpNet>,
 
-    /// The policy controller's gRPC address.
+    /// Where the policy controller serves the workload-ports feed
+    /// (`meridian.policy.v1.WorkloadPorts`): its `--workload-ports-addr`,
+    /// on localhost since both containers share the pod.
     #[arg(
         long,
         env = "DESTINATION_POLICY_ADDR",
-        default_value = "http://localhost:8090"
+        default_value = "http://127.0.0.1:8091"
     )]
     pub policy_addr: String,
 
     /// How often the consistency audit compares every group, profile and
     /// stream with the index (seconds; 0 turns the background audit off,
-    /// `/audit` on the admin port still runs it on demand).
+    /// `/audit` on the introspection listener still runs it on demand).
     #[arg(long, default_value_t = 60)]
     pub audit_interval_secs: u64,
 }
@@ -455,8 +469,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         move || {
             let audit = audit.clone();
             async move {
-                // The audit holds the index's read lock; keep it off the async threads.
-                let _ = tokio::task::spawn_blocking(move || audit.run_audit()).await;
+                // One at a time with `/audit`'s, off the async threads.
+                let _ = audit.shared_audit().await;
             }
         },
     );
@@ -467,8 +481,20 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         &peers,
     )
     .await
-    .with_context(|| format!("binding the admin server on {}", args.admin_addr))?
-    .with_routes(introspection.routes());
+    .with_context(|| format!("binding the admin server on {}", args.admin_addr))?;
+    let introspection = AdminServer::bind_routes(
+        args.introspection_addr,
+        "introspection",
+        introspection.routes(),
+        &peers,
+    )
+    .await
+    .with_context(|| {
+        format!(
+            "binding the introspection server on {}",
+            args.introspection_addr
+        )
+    })?;
     let listener = tokio::net::TcpListener::bind(args.addr)
         .await
         .with_context(|| format!("binding the gRPC server on {}", args.addr))?;
@@ -504,7 +530,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             // Open streams end with OK first; GOAWAY only after them.
             grpc_stream::after_streams_end(shutdown.clone().requested(), STREAM_DRAIN_GRACE),
         );
-    let (grpc, admin) = tokio::join!(grpc, admin.serve(shutdown));
+    let (grpc, admin, introspection) = tokio::join!(
+        grpc,
+        admin.serve(shutdown.clone()),
+        introspection.serve(shutdown)
+    );
     if let Some(task) = writer_task {
         // It finishes its current Service, then releases the Lease so
         // another replica takes over at once.
@@ -514,6 +544,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     }
     grpc.context("gRPC server")?;
     admin.context("admin server")?;
+    introspection.context("introspection server")?;
     tracing::info!("stopped");
     Ok(())
 }
@@ -562,6 +593,12 @@ mod tests {
             assert!(args.addr.ip().is_unspecified());
             assert_eq!(args.admin_addr.port(), 9996, "default admin address");
             assert!(args.admin_addr.ip().is_unspecified());
+            assert_eq!(
+                args.introspection_addr,
+                "127.0.0.1:9986".parse().expect("addr"),
+                "introspection on localhost by default"
+            );
+            assert_eq!(args.policy_addr, "http://127.0.0.1:8091");
             assert_eq!(args.log.log_level, "info");
             assert_eq!(args.stream_queue_capacity, 250);
             let config = args.translator_config().expect("config");

@@ -1,6 +1,7 @@
-//! Introspection on the admin port (read-only): the open `WatchPort` and
-//! outbound `Watch` streams, and a consistency audit of what each was last
-//! sent against what the index gives its request now.
+//! Introspection on its own listener (`--introspection-addr`, localhost by
+//! default; read-only): the open `WatchPort` and outbound `Watch` streams,
+//! and a consistency audit of what each was last sent against what the
+//! index gives its request now.
 //!
 //! - `GET /streams`: oldest first, paged (`after`=last id seen, `limit`,
 //!   default 100, at most 1000) and filtered (`kind` = `WatchPort` |
@@ -10,7 +11,9 @@
 //!   request now and compares it with the frame the stream was last sent;
 //!   a stream that still differs a second later (after any update in flight
 //!   was written) is listed, logged and counted (`audit_mismatches`). The
-//!   same audit runs in the background every `--audit-interval-secs`.
+//!   same audit runs in the background every `--audit-interval-secs`. One
+//!   audit runs at a time; callers within [`AUDIT_FRESH_FOR`] of the last
+//!   one share its report.
 
 use std::{sync::Arc, time::Duration};
 
@@ -22,6 +25,7 @@ use axum::{
     routing::get,
 };
 use bytes::Bytes;
+use meridian_runtime::coalesce::Coalesced;
 use prometheus_client::{metrics::counter::Counter, registry::Registry};
 use serde::{Deserialize, Serialize};
 
@@ -37,6 +41,9 @@ use crate::{
 /// How long a difference must last to count: an update being written when
 /// the audit looks is not a difference.
 pub const GRACE: Duration = Duration::from_secs(1);
+
+/// How long an audit's report is shared with later callers.
+pub const AUDIT_FRESH_FOR: Duration = Duration::from_secs(1);
 
 const DEFAULT_LIMIT: usize = 100;
 const MAX_LIMIT: usize = 1_000;
@@ -65,12 +72,14 @@ impl AuditMetrics {
     }
 }
 
-/// The admin routes' shared state.
+/// The introspection routes' shared state.
 pub struct Introspection<D, O> {
     inbound: Arc<InboundPolicyServer<D>>,
     outbound: Arc<OutboundPolicyServer<O>>,
     streams: Arc<PolicyStreams>,
     metrics: AuditMetrics,
+    /// The last audit, shared by concurrent callers.
+    audits: Arc<Coalesced<AuditReport>>,
 }
 
 impl<D, O> Clone for Introspection<D, O> {
@@ -80,6 +89,7 @@ impl<D, O> Clone for Introspection<D, O> {
             outbound: self.outbound.clone(),
             streams: self.streams.clone(),
             metrics: self.metrics.clone(),
+            audits: self.audits.clone(),
         }
     }
 }
@@ -117,10 +127,11 @@ impl<D: DiscoverInboundServer, O: DiscoverOutboundPolicy> Introspection<D, O> {
             outbound,
             streams,
             metrics,
+            audits: Arc::new(Coalesced::new(AUDIT_FRESH_FOR)),
         }
     }
 
-    /// The routes to add to the admin server.
+    /// The routes of the introspection listener.
     pub fn routes(self) -> Router {
         Router::new()
             .route("/streams", get(streams::<D, O>))
@@ -154,6 +165,12 @@ impl<D: DiscoverInboundServer, O: DiscoverOutboundPolicy> Introspection<D, O> {
             })
             .cloned()
             .collect()
+    }
+
+    /// An audit's report (with [`GRACE`]): the last one if it is fresh,
+    /// else a new run, one at a time.
+    pub async fn shared_audit(&self) -> Arc<AuditReport> {
+        self.audits.get(|| self.run_audit(GRACE)).await
     }
 
     /// One audit: the streams that differ now and still differ `grace` later.
@@ -307,7 +324,7 @@ async fn streams<D: DiscoverInboundServer, O: DiscoverOutboundPolicy>(
 async fn audit<D: DiscoverInboundServer, O: DiscoverOutboundPolicy>(
     State(state): State<Introspection<D, O>>,
 ) -> Response {
-    Json(state.run_audit(GRACE).await).into_response()
+    Json(state.shared_audit().await.as_ref()).into_response()
 }
 
 #[cfg(test)]
@@ -438,7 +455,7 @@ mod tests {
 
         let routes = introspection.routes();
         let response = tower::ServiceExt::oneshot(
-            routes,
+            routes.clone(),
             http::Request::get("/streams?kind=WatchPort&workload=web-0")
                 .body(axum::body::Body::empty())
                 .expect("request"),
@@ -452,5 +469,28 @@ mod tests {
         assert_eq!(page["open"], 1);
         assert_eq!(page["streams"][0]["peer"], "10.0.0.9:4000");
         assert_eq!(page["streams"][0]["updates"], 2);
+
+        // Concurrent `/audit` callers share one run.
+        let callers: Vec<_> = (0..8)
+            .map(|_| {
+                let routes = routes.clone();
+                tokio::spawn(async move {
+                    let request = http::Request::get("/audit")
+                        .body(axum::body::Body::empty())
+                        .expect("request");
+                    let response = tower::ServiceExt::oneshot(routes, request)
+                        .await
+                        .expect("response");
+                    let body = axum::body::to_bytes(response.into_body(), 1 << 20)
+                        .await
+                        .expect("body");
+                    serde_json::from_slice::<serde_json::Value>(&body).expect("json")
+                })
+            })
+            .collect();
+        for caller in callers {
+            assert_eq!(caller.await.expect("task")["consistent"], true);
+        }
+        assert_eq!(metrics.runs.get(), 4, "eight callers, one run");
     }
 }

@@ -34,6 +34,20 @@ pub struct Args {
     #[arg(long, env = "POLICY_GRPC_ADDR", default_value = "0.0.0.0:8090", value_parser = parse_listen_addr)]
     pub grpc_addr: SocketAddr,
 
+    /// Introspection address (/streams, /audit): read-only JSON about every
+    /// open stream, kept off the admin port that Prometheus and proxies
+    /// reach. Localhost by default: reach it with `kubectl port-forward`.
+    #[arg(long, env = "POLICY_INTROSPECTION_ADDR", default_value = "127.0.0.1:9980", value_parser = parse_listen_addr)]
+    pub introspection_addr: SocketAddr,
+
+    /// Address of the destination's workload-ports feed
+    /// (`meridian.policy.v1.WorkloadPorts`, plaintext h2c). The destination
+    /// container of the same pod reads it (its `--policy-addr`); it is
+    /// served here only, never on `--grpc-addr`, and on localhost by
+    /// default.
+    #[arg(long, env = "POLICY_WORKLOAD_PORTS_ADDR", default_value = "127.0.0.1:8091", value_parser = parse_listen_addr)]
+    pub workload_ports_addr: SocketAddr,
+
     /// Admission webhook address (HTTPS).
     #[arg(long, env = "POLICY_SERVER_ADDR", default_value = "0.0.0.0:9443", value_parser = parse_listen_addr)]
     pub server_addr: SocketAddr,
@@ -103,7 +117,7 @@ pub struct Args {
 
     /// How often the consistency audit compares what every open stream was
     /// last sent with the index (seconds; 0 turns the background audit off,
-    /// `/audit` on the admin port still runs it on demand).
+    /// `/audit` on the introspection listener still runs it on demand).
     #[arg(long, default_value_t = 60)]
     pub audit_interval_secs: u64,
 
@@ -208,6 +222,13 @@ mod tests {
             ] {
                 assert_eq!(addr.port(), port);
                 assert!(addr.ip().is_unspecified(), "{addr}");
+            }
+            for (addr, port) in [
+                (args.introspection_addr, 9980),
+                (args.workload_ports_addr, 8091),
+            ] {
+                assert_eq!(addr.port(), port);
+                assert!(addr.ip().is_loopback(), "{addr}");
             }
             assert_eq!(args.cluster_networks.len(), 5);
             assert_eq!(args.probe_networks.len(), 2);

@@ -13,11 +13,11 @@
 //!   as the index), served with the shared `admission` plumbing.
 //! - [`status`]: the leader-elected HTTPRoute status writer.
 //! - [`metrics`]: index, gRPC and status-writer metrics.
-//! - [`admin`]: introspection on the admin port (open streams, the
+//! - [`admin`]: introspection on a localhost listener (open streams, the
 //!   consistency audit of what they were sent).
 //! - [`args`]: command-line flags (names and defaults follow the original).
-//! - [`runtime`]: wires the flags to the watches, the gRPC and admin
-//!   servers, and shutdown.
+//! - [`runtime`]: wires the flags to the watches, the gRPC, workload-ports,
+//!   admin and introspection servers, and shutdown.
 
 pub mod admin;
 pub mod args;

@@ -219,6 +219,14 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let grpc_listener = tokio::net::TcpListener::bind(args.grpc_addr)
         .await
         .with_context(|| format!("binding the gRPC server on {}", args.grpc_addr))?;
+    let workload_ports_listener = tokio::net::TcpListener::bind(args.workload_ports_addr)
+        .await
+        .with_context(|| {
+            format!(
+                "binding the workload-ports server on {}",
+                args.workload_ports_addr
+            )
+        })?;
     let streams = grpc::streams::PolicyStreams::new();
     let policy = Arc::new(
         InboundPolicyServer::new(
@@ -264,26 +272,37 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         move || {
             let audit = audit.clone();
             async move {
-                audit.run_audit(crate::admin::GRACE).await;
+                // One at a time with `/audit`'s.
+                let _ = audit.shared_audit().await;
             }
         },
     );
     let admin = AdminServer::bind(args.admin_addr, readiness.clone(), Arc::new(root), &peers)
         .await
-        .with_context(|| format!("binding the admin server on {}", args.admin_addr))?
-        .with_routes(introspection.routes());
+        .with_context(|| format!("binding the admin server on {}", args.admin_addr))?;
+    let introspection = AdminServer::bind_routes(
+        args.introspection_addr,
+        "introspection",
+        introspection.routes(),
+        &peers,
+    )
+    .await
+    .with_context(|| {
+        format!(
+            "binding the introspection server on {}",
+            args.introspection_addr
+        )
+    })?;
 
-    // Either server failing stops the process; on shutdown both drain.
+    // Any server failing stops the process; on shutdown all drain.
+    let feed_synced = synced.clone();
     let grpc = async {
-        let workload_ports =
-            grpc::workload_ports::WorkloadPortsService::new(index.clone(), shutdown.clone());
         grpc::serve(
             grpc_listener,
             &args.grpc_limits,
             peers.listener("grpc"),
             policy,
             outbound,
-            workload_ports,
             stream_cap,
             synced,
             &grpc_server_metrics,
@@ -292,7 +311,28 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .await
         .context("gRPC server")
     };
+    let workload_ports = async {
+        let service =
+            grpc::workload_ports::WorkloadPortsService::new(index.clone(), shutdown.clone());
+        grpc::serve_workload_ports(
+            workload_ports_listener,
+            &args.grpc_limits,
+            peers.listener("workload-ports"),
+            service,
+            feed_synced,
+            &grpc_server_metrics,
+            shutdown.clone(),
+        )
+        .await
+        .context("workload-ports gRPC server")
+    };
     let admin = async { admin.serve(shutdown.clone()).await.context("admin server") };
+    let introspection = async {
+        introspection
+            .serve(shutdown.clone())
+            .await
+            .context("introspection server")
+    };
     let webhook = async {
         let Some(tls_ready) = tls_ready else {
             tracing::info!("admission webhook disabled");
@@ -309,7 +349,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         )
         .await
     };
-    tokio::try_join!(grpc, admin, webhook)?;
+    tokio::try_join!(grpc, workload_ports, admin, introspection, webhook)?;
     // The writer finishes its current patch, then the Lease is released so
     // another replica takes over at once.
     if let Some(task) = writer_task

@@ -801,8 +801,9 @@ spec:
     );
 }
 
-/// `/streams` lists a real client's `WatchPort`, and `/audit` finds what it
-/// was sent equal to what the index gives, before and after a Server lands.
+/// `/streams` (on the introspection listener, not the admin port) lists a
+/// real client's `WatchPort`, and `/audit` finds what it was sent equal to
+/// what the index gives, before and after a Server lands.
 #[tokio::test]
 async fn open_watches_are_listed_and_audited() {
     let env = TestEnv::new("policy-introspect").await;
@@ -819,9 +820,13 @@ async fn open_watches_are_listed_and_audited() {
     let json = |body: &str| -> serde_json::Value {
         serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
     };
+    for path in ["/streams", "/audit"] {
+        let (status, _) = controller.process.admin_get(path).await;
+        assert_eq!(status, 404, "{path} on the admin port");
+    }
     let (status, body) = controller
         .process
-        .admin_get("/streams?kind=WatchPort&workload=web")
+        .introspection_get("/streams?kind=WatchPort&workload=web")
         .await;
     assert_eq!(status, 200, "{body}");
     let page = json(&body);
@@ -834,7 +839,7 @@ async fn open_watches_are_listed_and_audited() {
             .is_some_and(|w| w.contains(&env.ns)),
         "{body}"
     );
-    let (_, body) = controller.process.admin_get("/audit").await;
+    let (_, body) = controller.process.introspection_get("/audit").await;
     assert_eq!(json(&body)["consistent"], true, "{body}");
 
     kubectl_apply(&env, &server_yaml("web-http", "  proxyProtocol: HTTP/1\n"));
@@ -842,7 +847,7 @@ async fn open_watches_are_listed_and_audited() {
         name_of(s) == ("server".into(), "web-http".into())
     })
     .await;
-    let (_, body) = controller.process.admin_get("/audit").await;
+    let (_, body) = controller.process.introspection_get("/audit").await;
     let audit = json(&body);
     assert_eq!(audit["consistent"], true, "{body}");
     assert_eq!(audit["streams"], 1, "{body}");
@@ -851,7 +856,7 @@ async fn open_watches_are_listed_and_audited() {
 
     drop(stream);
     eventually("the closed stream leaves the list", TIMEOUT, || async {
-        let (_, body) = controller.process.admin_get("/streams").await;
+        let (_, body) = controller.process.introspection_get("/streams").await;
         if json(&body)["open"] == 0 {
             Ok(())
         } else {
@@ -988,7 +993,7 @@ spec:
 
     let (status, body) = controller
         .process
-        .admin_get(&format!("/streams?kind=WatchPort&workload={}", env.ns))
+        .introspection_get(&format!("/streams?kind=WatchPort&workload={}", env.ns))
         .await;
     assert_eq!(status, 200, "{body}");
     let page: serde_json::Value =
@@ -998,7 +1003,7 @@ spec:
         page["streams"][0]["workload"],
         external_spec(&env, "vm", 8080).workload
     );
-    let (_, body) = controller.process.admin_get("/audit").await;
+    let (_, body) = controller.process.introspection_get("/audit").await;
     let audit: serde_json::Value =
         serde_json::from_str(&body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"));
     assert_eq!(audit["consistent"], true, "{body}");

@@ -1,9 +1,12 @@
 //! The admin HTTP server every binary runs: `/live`, `/ready`, `/ping` and
 //! `/metrics` (Prometheus text format from a `prometheus-client` registry),
 //! plus any read-only routes a binary adds ([`AdminServer::with_routes`]).
-//! HTTP/1.1 (what probes and scrapers speak), each connection served by
-//! [`crate::peers::http`]: the first request must arrive within 10 s, bad
-//! peers are closed and reported (listener `admin`).
+//! The same server also serves a binary's routes alone on a listener of
+//! their own ([`AdminServer::bind_routes`]: the introspection listener,
+//! bound to localhost). HTTP/1.1 (what probes and scrapers speak), each
+//! connection served by [`crate::peers::http`]: the first request must
+//! arrive within 10 s, bad peers are closed and reported (listener `admin`,
+//! or the name given).
 
 use std::{net::SocketAddr, sync::Arc, time::Duration};
 
@@ -28,12 +31,12 @@ use crate::{
 /// How long open admin connections get to finish after shutdown.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Serves the admin endpoints until shutdown.
+/// Serves the admin endpoints (or a binary's routes alone) until shutdown.
 pub struct AdminServer {
     listener: TcpListener,
-    state: AdminState,
-    /// The binary's own routes (e.g. introspection), beside the common ones.
-    extra: Router,
+    /// The common routes (unless bound with [`Self::bind_routes`]) and the
+    /// binary's own.
+    router: Router,
     peers: peers::Listener,
 }
 
@@ -55,18 +58,34 @@ impl AdminServer {
         let listener = TcpListener::bind(addr).await?;
         Ok(Self {
             listener,
-            state: AdminState {
+            router: router(AdminState {
                 readiness,
                 registry,
-            },
-            extra: Router::new(),
+            }),
             peers: peers.listener("admin"),
+        })
+    }
+
+    /// Binds a server of `routes` alone, without `/live`, `/ready` and
+    /// `/metrics` (every other path is 404). Bad peers are reported to
+    /// `peers` as listener `name`.
+    pub async fn bind_routes(
+        addr: SocketAddr,
+        name: &'static str,
+        routes: Router,
+        peers: &peers::ConnectionMetrics,
+    ) -> std::io::Result<Self> {
+        let listener = TcpListener::bind(addr).await?;
+        Ok(Self {
+            listener,
+            router: routes,
+            peers: peers.listener(name),
         })
     }
 
     /// Adds routes of the binary's own to the admin server.
     pub fn with_routes(mut self, routes: Router) -> Self {
-        self.extra = self.extra.merge(routes);
+        self.router = self.router.merge(routes);
         self
     }
 
@@ -77,8 +96,12 @@ impl AdminServer {
 
     /// Serves until `shutdown` resolves, then lets open requests finish.
     pub async fn serve(self, shutdown: Shutdown) -> std::io::Result<()> {
-        tracing::info!(addr = %self.listener.local_addr()?, "admin server listening");
-        let router = router(self.state).merge(self.extra);
+        tracing::info!(
+            listener = self.peers.name(),
+            addr = %self.listener.local_addr()?,
+            "admin server listening"
+        );
+        let router = self.router;
         let mut connections = JoinSet::new();
         let stop = shutdown.clone().requested();
         tokio::pin!(stop);

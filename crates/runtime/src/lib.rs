@@ -14,6 +14,7 @@
 
 pub mod addr;
 pub mod admin;
+pub mod coalesce;
 pub mod goflags;
 pub mod http_client_metrics;
 #[cfg(feature = "jemalloc")]

@@ -1,6 +1,10 @@
 //! Meridian binaries under test, run as real processes: started with a
 //! kubeconfig for the shared cluster, awaited on their admin `/ready`, and
-//! killed when the handle drops (also when the test panics).
+//! killed when the handle drops (also when the test panics). The
+//! destination and the policy controller get their localhost listeners
+//! (introspection, and the policy controller's workload-ports feed) on free
+//! ports unless the arguments name them, so that processes of parallel
+//! tests never race for the fixed defaults.
 
 pub use local_cluster::probe::http_get;
 use std::{
@@ -41,6 +45,35 @@ pub struct ServerProcess {
     child: Option<Child>,
     /// Its admin server (for `/ready` and `/metrics`).
     pub admin_addr: SocketAddr,
+    /// Its introspection listener (`/streams`, `/targets`, `/audit`), for
+    /// the destination and the policy controller.
+    pub introspection_addr: Option<SocketAddr>,
+    /// The policy controller's workload-ports feed (the destination's
+    /// `--policy-addr`).
+    pub workload_ports_addr: Option<SocketAddr>,
+}
+
+/// The value of `--flag=value` or `--flag value` in `args`.
+fn flag_value(args: &[String], flag: &str) -> Option<SocketAddr> {
+    let prefix = format!("--{flag}=");
+    args.iter().enumerate().find_map(|(i, arg)| {
+        if let Some(value) = arg.strip_prefix(&prefix) {
+            value.parse().ok()
+        } else if arg == &format!("--{flag}") {
+            args.get(i + 1)?.parse().ok()
+        } else {
+            None
+        }
+    })
+}
+
+/// `flag`'s address in `args`, else a free loopback one appended to them.
+fn listener_flag(args: &mut Vec<String>, flag: &str) -> SocketAddr {
+    flag_value(args, flag).unwrap_or_else(|| {
+        let addr = free_addr();
+        args.push(format!("--{flag}={addr}"));
+        addr
+    })
 }
 
 impl ServerProcess {
@@ -94,9 +127,14 @@ impl ServerProcess {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
+        let mut args = args.to_vec();
+        let introspection_addr = matches!(name.as_str(), "destination" | "policy-controller")
+            .then(|| listener_flag(&mut args, "introspection-addr"));
+        let workload_ports_addr =
+            (name == "policy-controller").then(|| listener_flag(&mut args, "workload-ports-addr"));
         let mut command = Command::new(program);
         command
-            .args(args)
+            .args(&args)
             // A pod's HOSTNAME turns on the destination's EndpointSlice
             // writer, which writes for every namespace: only the tests that
             // ask for it (one at a time) get one.
@@ -120,6 +158,8 @@ impl ServerProcess {
             name,
             child: Some(child),
             admin_addr,
+            introspection_addr,
+            workload_ports_addr,
         }
     }
 
@@ -154,6 +194,16 @@ impl ServerProcess {
     /// GET a path of the admin server: (status, body).
     pub async fn admin_get(&self, path: &str) -> (u16, String) {
         http_get(self.admin_addr, path)
+            .await
+            .unwrap_or_else(|e| panic!("GET {path} on {}: {e}", self.name))
+    }
+
+    /// GET a path of the introspection listener: (status, body).
+    pub async fn introspection_get(&self, path: &str) -> (u16, String) {
+        let addr = self
+            .introspection_addr
+            .unwrap_or_else(|| panic!("{} has no introspection listener", self.name));
+        http_get(addr, path)
             .await
             .unwrap_or_else(|e| panic!("GET {path} on {}: {e}", self.name))
     }

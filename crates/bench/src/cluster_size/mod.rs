@@ -164,8 +164,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             let companion_bin = args.policy_bin.get(i).unwrap_or(&args.policy_bin[0]);
             let (mut companion, _) =
                 measure::start(&cluster, Kind::Policy, companion_bin, None).await?;
+            // (A build from before the feed had its own listener served it on
+            // the gRPC port.)
+            let feed = companion.workload_ports.unwrap_or(companion.grpc);
             let (mut server, wall) =
-                measure::start(&cluster, Kind::Destination, bin, Some(companion.grpc)).await?;
+                measure::start(&cluster, Kind::Destination, bin, Some(feed)).await?;
             let row = measure_row(
                 &args,
                 &client,

@@ -46,6 +46,9 @@ impl Replica {
         let name = format!("meridian-{index}");
         // The replica's own loopback address, as a pod has its own IP.
         let ip = Ipv4Addr::new(127, 0, 1, u8::try_from(index + 1)?);
+        // The destination follows its own replica's policy controller, as
+        // the two containers of a pod do over localhost.
+        let feed = crate::common::free_addr_on(ip)?;
         let policy = Server::new(
             cluster,
             bins.policy,
@@ -55,6 +58,7 @@ impl Replica {
             &[
                 format!("--control-plane-namespace={NS}"),
                 "--admission-controller-disabled".to_string(),
+                format!("--workload-ports-addr={feed}"),
             ],
         )?;
         let destination = Server::new(
@@ -64,7 +68,7 @@ impl Replica {
             "addr",
             LOG_LEVEL,
             &[
-                format!("--policy-addr=http://{}", policy.grpc),
+                format!("--policy-addr=http://{feed}"),
                 format!("--enable-ipv6={}", bins.enable_ipv6),
                 format!("--controller-namespace={NS}"),
             ],

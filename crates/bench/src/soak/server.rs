@@ -37,9 +37,10 @@ pub struct Server {
 
 impl Server {
     /// `bin --kubeconfig … --<grpc_flag>=<grpc> --admin-addr=<admin>
-    /// --log-level=<log_level> --log-format=json extra…` with `HOSTNAME`
-    /// set to `hostname`, logging to `<name>.log`; both addresses on
-    /// loopback address `ip` (its replica's, as a pod's IP).
+    /// --log-level=<log_level> --log-format=json extra…
+    /// [--introspection-addr=… --workload-ports-addr=…]` with `HOSTNAME` set to `hostname`, logging
+    /// to `<name>.log`; every address on loopback address `ip` (its
+    /// replica's, as a pod's IP).
     pub fn new(
         cluster: &Cluster,
         bin: &Path,
@@ -58,6 +59,14 @@ impl Server {
             "--log-format=json".to_string(),
         ];
         args.extend(extra.iter().cloned());
+        // Its localhost listeners on its replica's address too: the fixed
+        // defaults would be shared by every replica.
+        let help = crate::common::supported_flags(bin);
+        for flag in ["--introspection-addr", "--workload-ports-addr"] {
+            if help.contains(flag) && !extra.iter().any(|a| a.starts_with(flag)) {
+                args.push(format!("{flag}={}", crate::common::free_addr_on(ip)?));
+            }
+        }
         Ok(Self {
             log: cluster.work_dir().join(format!("{name}.log")),
             name: name.to_string(),

@@ -56,8 +56,12 @@ fn explain(env: &TestEnv, plane: &Plane) -> (i32, String) {
             "-n",
             &env.ns,
             &format!(
-                "--destination-admin-addr=http://{}",
-                plane.dst.process.admin_addr
+                "--destination-introspection-addr=http://{}",
+                plane
+                    .dst
+                    .process
+                    .introspection_addr
+                    .expect("the destination's introspection listener")
             ),
             &format!("--policy-addr=http://{}", plane.policy_grpc),
         ])

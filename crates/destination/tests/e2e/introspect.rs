@@ -1,7 +1,8 @@
-//! The admin port's introspection end to end: a real client's `Get` and
+//! The introspection listener end to end: a real client's `Get` and
 //! `GetProfile` streams are listed with what their token said, the target's
 //! group shows the endpoints they were sent, and the audit finds the
-//! published state consistent with the index.
+//! published state consistent with the index. The admin port answers none
+//! of these paths.
 
 use std::time::Duration;
 
@@ -56,9 +57,13 @@ async fn open_streams_their_targets_and_the_audit() {
         .into_inner();
     let _ = profile.message().await.expect("a profile");
 
+    for path in ["/streams", "/targets?service=a/b", "/audit"] {
+        let (status, _) = dst.process.admin_get(path).await;
+        assert_eq!(status, 404, "{path} on the admin port");
+    }
     let (status, body) = dst
         .process
-        .admin_get("/streams?pod=client-0&kind=Get")
+        .introspection_get("/streams?pod=client-0&kind=Get")
         .await;
     assert_eq!(status, 200, "{body}");
     let page = json(&body);
@@ -79,7 +84,7 @@ async fn open_streams_their_targets_and_the_audit() {
             .is_some_and(|p| p.starts_with("127.0.0.1:"))
     );
 
-    let (_, body) = dst.process.admin_get("/streams?pod=client-0").await;
+    let (_, body) = dst.process.introspection_get("/streams?pod=client-0").await;
     let kinds: Vec<_> = json(&body)["streams"]
         .as_array()
         .expect("streams")
@@ -90,7 +95,7 @@ async fn open_streams_their_targets_and_the_audit() {
 
     let (status, body) = dst
         .process
-        .admin_get(&format!("/targets?service={}/web", env.ns))
+        .introspection_get(&format!("/targets?service={}/web", env.ns))
         .await;
     assert_eq!(status, 200, "{body}");
     let target = json(&body);
@@ -108,7 +113,7 @@ async fn open_streams_their_targets_and_the_audit() {
 
     // Consistent now, and after a change has reached the stream.
     eventually("a consistent audit", TIMEOUT, || async {
-        let (_, body) = dst.process.admin_get("/audit").await;
+        let (_, body) = dst.process.introspection_get("/audit").await;
         if json(&body)["consistent"] == true {
             Ok(())
         } else {
@@ -127,7 +132,7 @@ async fn open_streams_their_targets_and_the_audit() {
     })
     .await
     .expect("NoEndpoints within the timeout");
-    let (_, body) = dst.process.admin_get("/audit").await;
+    let (_, body) = dst.process.introspection_get("/audit").await;
     let audit = json(&body);
     assert_eq!(audit["consistent"], true, "{body}");
     assert!(audit["groups"].as_u64().is_some_and(|g| g >= 1), "{body}");
@@ -136,7 +141,7 @@ async fn open_streams_their_targets_and_the_audit() {
 
     drop((get, profile));
     eventually("closed streams leave the list", TIMEOUT, || async {
-        let (_, body) = dst.process.admin_get("/streams?pod=client-0").await;
+        let (_, body) = dst.process.introspection_get("/streams?pod=client-0").await;
         if json(&body)["streams"].as_array().is_some_and(Vec::is_empty) {
             Ok(())
         } else {

@@ -123,7 +123,12 @@ pub async fn start_plane(env: &TestEnv, spec: PlaneSpec) -> Plane {
         format!("-addr={destination_addr}"),
         format!("-metrics-addr={admin}"),
         format!("-kubeconfig={}", spec.kubeconfig.display()),
-        format!("--policy-addr=http://{policy_addr}"),
+        format!(
+            "--policy-addr=http://{}",
+            policy
+                .workload_ports_addr
+                .expect("the policy controller's workload-ports feed")
+        ),
     ]);
     line.extend(spec.destination_flags.iter().cloned());
     let destination = start(

@@ -28,11 +28,14 @@ fn policy_controller_bin() -> PathBuf {
     path
 }
 
-async fn start_policy(env: &TestEnv, grpc: SocketAddr) -> ServerProcess {
+/// A policy controller serving the workload-ports feed on `feed` (the
+/// destination's `--policy-addr`).
+async fn start_policy(env: &TestEnv, feed: SocketAddr) -> ServerProcess {
     let admin = free_addr();
     let args = vec![
         format!("--kubeconfig={}", env.cluster().kubeconfig().display()),
-        format!("--grpc-addr={grpc}"),
+        format!("--grpc-addr={}", free_addr()),
+        format!("--workload-ports-addr={feed}"),
         format!("--admin-addr={admin}"),
         "--admission-controller-disabled".to_string(),
     ];

@@ -292,10 +292,11 @@ pub const GRPC_METHODS: &[grpc_stream::metrics::Method] = {
 /// before HTTP/2's graceful shutdown (GOAWAY) starts.
 const STREAM_DRAIN_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// Serves the inbound and outbound policy APIs and the destination's
-/// workload-ports feed on `listener` (plaintext HTTP/2) until `shutdown`.
-/// Requests wait until `synced` (every watch cache synced once): nothing is
-/// answered from an index that has not seen the cluster yet.
+/// Serves the inbound and outbound policy APIs on `listener` (plaintext
+/// HTTP/2) until `shutdown`. Requests wait until `synced` (every watch cache
+/// synced once): nothing is answered from an index that has not seen the
+/// cluster yet. The destination's workload-ports feed is not served here
+/// (UNIMPLEMENTED): see [`serve_workload_ports`].
 #[allow(clippy::too_many_arguments)]
 pub async fn serve<D: DiscoverInboundServer, O: crate::core::DiscoverOutboundPolicy>(
     listener: tokio::net::TcpListener,
@@ -303,7 +304,6 @@ pub async fn serve<D: DiscoverInboundServer, O: crate::core::DiscoverOutboundPol
     peers: meridian_runtime::peers::Listener,
     server: Arc<InboundPolicyServer<D>>,
     outbound: Arc<outbound::OutboundPolicyServer<O>>,
-    workload_ports: workload_ports::WorkloadPortsService,
     stream_cap: grpc_stream::cap::StreamCap,
     synced: tokio::sync::watch::Receiver<bool>,
     metrics: &grpc_stream::metrics::GrpcServerMetrics,
@@ -311,7 +311,7 @@ pub async fn serve<D: DiscoverInboundServer, O: crate::core::DiscoverOutboundPol
 ) -> Result<(), tonic::transport::Error> {
     let addr: Option<SocketAddr> = listener.local_addr().ok();
     tracing::info!(?addr, "policy gRPC server listening");
-    // Streams per connection, request sizes, keepalive: one place for both servers.
+    // Streams per connection, request sizes, keepalive: one place for all servers.
     grpc_stream::server::builder(limits)
         // The original's `grpc_server_*` metrics, refusals included.
         .layer(metrics.layer())
@@ -320,15 +320,43 @@ pub async fn serve<D: DiscoverInboundServer, O: crate::core::DiscoverOutboundPol
             SYNC_WAIT,
             "the policy controller",
         ))
-        // The proxy-facing streams share the process's cap; the
-        // destination's feed is not counted against it.
+        // The proxy-facing streams share the process's cap (the
+        // destination's feed, served apart, is not counted against it).
         .add_service(server.router().with_cap(stream_cap.clone()))
         .add_service(outbound.router().with_cap(stream_cap))
-        .add_service(workload_ports.svc())
         .serve_with_incoming_shutdown(
             // TCP_NODELAY; garbage and half-open peers closed and reported.
             grpc_stream::server::incoming(listener, peers),
             // Open streams end with OK first; GOAWAY only after them.
+            grpc_stream::after_streams_end(shutdown.requested(), STREAM_DRAIN_GRACE),
+        )
+        .await
+}
+
+/// Serves the destination's workload-ports feed alone on `listener` (the
+/// `--workload-ports-addr`, localhost by default: the destination runs in
+/// the same pod), with the same limits, sync gate and drain as [`serve`].
+pub async fn serve_workload_ports(
+    listener: tokio::net::TcpListener,
+    limits: &grpc_stream::server::ServerLimits,
+    peers: meridian_runtime::peers::Listener,
+    workload_ports: workload_ports::WorkloadPortsService,
+    synced: tokio::sync::watch::Receiver<bool>,
+    metrics: &grpc_stream::metrics::GrpcServerMetrics,
+    shutdown: Shutdown,
+) -> Result<(), tonic::transport::Error> {
+    let addr: Option<SocketAddr> = listener.local_addr().ok();
+    tracing::info!(?addr, "workload-ports gRPC server listening");
+    grpc_stream::server::builder(limits)
+        .layer(metrics.layer())
+        .layer(grpc_stream::SyncGateLayer::new(
+            synced,
+            SYNC_WAIT,
+            "the policy controller",
+        ))
+        .add_service(workload_ports.svc())
+        .serve_with_incoming_shutdown(
+            grpc_stream::server::incoming(listener, peers),
             grpc_stream::after_streams_end(shutdown.requested(), STREAM_DRAIN_GRACE),
         )
         .await

@@ -53,6 +53,30 @@ pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
 /// … must be answered within this, or the connection is closed.
 pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// HTTP/2 streams open at once on one connection, unless a server says
+/// otherwise (hyper's own default).
+pub const DEFAULT_MAX_CONCURRENT_STREAMS: u32 = 200;
+
+/// What a server sets per connection beyond the deadlines above.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// HTTP/1: how long the server waits for a request head, idle time
+    /// between requests included (hyper starts the clock when it starts
+    /// waiting for a head, not at its first byte).
+    pub header_read_timeout: Duration,
+    /// HTTP/2: how many streams a client may have open at once.
+    pub max_concurrent_streams: u32,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            header_read_timeout: IDLE_TIMEOUT,
+            max_concurrent_streams: DEFAULT_MAX_CONCURRENT_STREAMS,
+        }
+    }
+}
+
 /// The HTTP version a connection speaks (from TLS ALPN, or fixed).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Protocol {
@@ -63,7 +87,7 @@ pub enum Protocol {
 /// Serves `router` on one connection until it ends; when `stop` resolves
 /// (shutdown, a certificate rotation) the connection is closed gracefully
 /// and awaited. (The caller counts the connection open from its accept:
-/// [`Listener::open`].)
+/// [`Listener::open`].) Uses the default [`Settings`].
 pub async fn serve_connection<IO>(
     io: IO,
     protocol: Protocol,
@@ -71,6 +95,30 @@ pub async fn serve_connection<IO>(
     listener: &Listener,
     peer: Option<SocketAddr>,
     stop: impl Future<Output = ()>,
+) where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    serve_connection_with(
+        io,
+        protocol,
+        router,
+        listener,
+        peer,
+        stop,
+        Settings::default(),
+    )
+    .await;
+}
+
+/// [`serve_connection`] with the server's own [`Settings`].
+pub async fn serve_connection_with<IO>(
+    io: IO,
+    protocol: Protocol,
+    router: axum::Router,
+    listener: &Listener,
+    peer: Option<SocketAddr>,
+    stop: impl Future<Output = ()>,
+    settings: Settings,
 ) where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -86,10 +134,11 @@ pub async fn serve_connection<IO>(
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(IDLE_TIMEOUT);
+        .header_read_timeout(settings.header_read_timeout);
     builder
         .http2()
         .timer(TokioTimer::new())
+        .max_concurrent_streams(settings.max_concurrent_streams)
         .keep_alive_interval(KEEPALIVE_INTERVAL)
         .keep_alive_timeout(KEEPALIVE_TIMEOUT);
     tokio::pin!(stop);

@@ -6,8 +6,9 @@
 //!
 //! It reads the Kubernetes API (kubeconfig / `--context`), asks the
 //! destination and the policy controller what they would send (the client's
-//! own context token and workload), and reads the destination's admin port
-//! (`/streams`, `/targets`, `/audit`) for what they did send.
+//! own context token and workload), and reads the destination's
+//! introspection listener (`/streams`, `/targets`, `/audit`) for what they
+//! did send.
 
 mod authz;
 mod report;
@@ -52,13 +53,14 @@ pub struct ExplainArgs {
     /// `text` or `json`.
     #[arg(short = 'o', long, default_value = "text")]
     pub output: String,
-    /// The destination's admin address (`/streams`, `/targets`, `/audit`).
+    /// The destination's introspection address (`/streams`, `/targets`,
+    /// `/audit`; its `--introspection-addr`).
     #[arg(
         long,
-        env = "MERIDIAN_DESTINATION_ADMIN_ADDR",
-        default_value = "http://127.0.0.1:9996"
+        env = "MERIDIAN_DESTINATION_INTROSPECTION_ADDR",
+        default_value = "http://127.0.0.1:9986"
     )]
-    pub destination_admin_addr: String,
+    pub destination_introspection_addr: String,
     /// The policy controller's gRPC address.
     #[arg(
         long,
@@ -73,7 +75,7 @@ pub struct ExplainArgs {
     #[arg(long, default_value = "cluster.local")]
     pub trust_domain: String,
     /// Find the Meridian pod in this namespace and reach its destination
-    /// (gRPC 8086, admin 9996) and policy (gRPC 8090) ports through the API
+    /// (gRPC 8086, introspection 9986) and policy (gRPC 8090) ports through the API
     /// server, instead of the addresses above.
     #[arg(long, value_name = "CONTROL_PLANE_NAMESPACE", num_args = 0..=1, default_missing_value = "linkerd")]
     pub port_forward: Option<String>,
@@ -124,9 +126,9 @@ pub async fn run(destination_addr: &str, mut args: ExplainArgs) -> anyhow::Resul
     if let Some(ns) = args.port_forward.clone() {
         let pod = forward::meridian_pod(&kube, &ns).await?;
         destination_addr = forward::forward(&kube, &ns, &pod, 8086).await?;
-        args.destination_admin_addr = forward::forward(&kube, &ns, &pod, 9996).await?;
+        args.destination_introspection_addr = forward::forward(&kube, &ns, &pod, 9986).await?;
         args.policy_addr = forward::forward(&kube, &ns, &pod, 8090).await?;
-        eprintln!("port-forwarding to Pod {ns}/{pod} (8086, 9996, 8090)");
+        eprintln!("port-forwarding to Pod {ns}/{pod} (8086, 9986, 8090)");
     }
     let destination_addr = destination_addr.as_str();
     let pod = Api::<Pod>::namespaced(kube.clone(), &args.namespace)
@@ -436,7 +438,7 @@ async fn check_discovery(
     target: &Target,
     out: &mut AxisReport,
 ) {
-    let base = args.destination_admin_addr.trim_end_matches('/');
+    let base = args.destination_introspection_addr.trim_end_matches('/');
     let fqdn = format!("{}.{}.svc", target.name, target.namespace);
     let path = format!(
         "/streams?kind=Get&pod={}&namespace={}&target={fqdn}",
@@ -698,7 +700,7 @@ async fn check_profiles(
             return Ok(());
         }
     }
-    let base = args.destination_admin_addr.trim_end_matches('/');
+    let base = args.destination_introspection_addr.trim_end_matches('/');
     let path = format!(
         "/streams?kind=GetProfile&pod={}&namespace={}&target={}.{}.svc",
         client.name, client.namespace, target.name, target.namespace

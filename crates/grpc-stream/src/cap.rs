@@ -134,6 +134,9 @@ mod tests {
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).expect("encoded");
         assert!(text.contains("\ngrpc_open_streams 1\n"), "{text}");
-        assert!(text.contains("\ngrpc_open_streams_refused_total 1\n"), "{text}");
+        assert!(
+            text.contains("\ngrpc_open_streams_refused_total 1\n"),
+            "{text}"
+        );
     }
 }

@@ -12,6 +12,8 @@
 //! - `Get` streams on the 500-endpoint Service, each with its own unknown
 //!   node name, then one endpoint change ([`nodes`]), beside the same with
 //!   one node name;
+//! - `Get` opens on 10,000 streams beside loops calling the destination's
+//!   `/audit`, and without them ([`audit`]);
 //! - slow 3 MiB AdmissionReview bodies to the sp-validator's webhook beside
 //!   real reviews ([`webhook`]).
 //!
@@ -43,6 +45,7 @@ use crate::{
     overload::bad_peers::tls_connector,
 };
 
+mod audit;
 mod measure;
 mod nodes;
 mod webhook;
@@ -69,6 +72,12 @@ pub struct Args {
     /// The `sp-validator` binary.
     #[arg(long)]
     sp_validator_bin: PathBuf,
+    /// `Get` streams opened beside the `/audit` loops.
+    #[arg(long, default_value_t = 10_000)]
+    audit_streams: usize,
+    /// Concurrent `/audit` loops.
+    #[arg(long, default_value_t = 8)]
+    audit_loops: usize,
     /// Slow webhook bodies held beside the real reviews.
     #[arg(long, default_value_t = 200)]
     slow_bodies: usize,
@@ -89,8 +98,14 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         sizes: vec![500, 4],
     };
     populate(&client, &plan).await?;
-    let destination =
-        crate::common::start_server_at(&cluster, &args.destination_bin, "addr", &[]).await?;
+    let introspection = free_addr()?;
+    let destination = crate::common::start_server_at(
+        &cluster,
+        &args.destination_bin,
+        "addr",
+        &[format!("--introspection-addr={introspection}")],
+    )
+    .await?;
     let policy = crate::common::start_server_at(
         &cluster,
         &args.policy_bin,
@@ -185,6 +200,38 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         args.node_streams,
     )
     .await?;
+
+    for loops in [0, args.audit_loops] {
+        let mut line = String::new();
+        probe
+            .run(
+                &format!(
+                    "{} Get opens beside {loops} /audit loops",
+                    args.audit_streams
+                ),
+                || async {
+                    match audit::opens_beside_audits(
+                        destination.grpc,
+                        introspection,
+                        args.audit_streams,
+                        loops,
+                    )
+                    .await
+                    {
+                        Ok((answers, said)) => {
+                            line = said;
+                            answers
+                        }
+                        Err(error) => {
+                            line = format!("failed: {error:#}");
+                            measure::Answers::default()
+                        }
+                    }
+                },
+            )
+            .await;
+        println!("    {line}");
+    }
 
     // The sp-validator's webhook, over TLS with a local CA.
     let ca = LocalCa::new("bench-ca")?;

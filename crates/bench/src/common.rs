@@ -447,13 +447,34 @@ pub async fn start_server_at(
     })
 }
 
-/// `bin --help`'s text (empty if it cannot be run): which flags it takes.
-pub fn supported_flags(bin: &std::path::Path) -> String {
-    std::process::Command::new(bin)
+/// The long flags `bin --help` declares (none if it cannot be run): only
+/// the options' own lines count, not flags named in another's description.
+pub fn supported_flags(bin: &std::path::Path) -> std::collections::BTreeSet<String> {
+    let help = std::process::Command::new(bin)
         .arg("--help")
         .output()
         .map(|out| String::from_utf8_lossy(&out.stdout).into_owned())
-        .unwrap_or_default()
+        .unwrap_or_default();
+    declared_flags(&help)
+}
+
+/// The long flags declared in a clap `--help` text: each option's line
+/// starts (after indentation and an optional `-x, `) with `--flag`.
+fn declared_flags(help: &str) -> std::collections::BTreeSet<String> {
+    help.lines()
+        .filter_map(|line| {
+            let line = line.trim_start();
+            let line = match line.as_bytes() {
+                [b'-', short, b',', b' ', ..] if *short != b'-' => &line[4..],
+                _ => line,
+            };
+            let flag = line.strip_prefix("--")?;
+            let end = flag
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+                .unwrap_or(flag.len());
+            (end > 0).then(|| format!("--{}", &flag[..end]))
+        })
+        .collect()
 }
 
 /// Prints the memory figures of a streaming benchmark: the server's RSS
@@ -604,5 +625,18 @@ impl PerfRecord {
                 .status();
             let _ = child.wait();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn only_declared_flags_count() {
+        let help = "Usage: destination [OPTIONS]\n\nOptions:\n      --policy-addr <POLICY_ADDR>\n          The policy controller's feed (its --workload-ports-addr)\n  -h, --help\n          Print help\n      --introspection-addr <ADDR>\n";
+        let flags = super::declared_flags(help);
+        assert!(flags.contains("--policy-addr"));
+        assert!(flags.contains("--introspection-addr"));
+        assert!(flags.contains("--help"));
+        assert!(!flags.contains("--workload-ports-addr"), "{flags:?}");
     }
 }

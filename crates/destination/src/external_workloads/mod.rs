@@ -254,9 +254,21 @@ impl SliceWriter {
         );
         let namespace = service.metadata.namespace.as_deref().unwrap_or_default();
         let api: Api<EndpointSlice> = Api::namespaced(client.clone(), namespace);
+        // The versions the deletes were decided from.
+        let versions: std::collections::BTreeMap<String, String> = inputs
+            .slices
+            .iter()
+            .filter_map(|s| {
+                Some((
+                    s.metadata.name.clone()?,
+                    s.metadata.resource_version.clone()?,
+                ))
+            })
+            .collect();
         let (written, result) = writer::apply(
             &api,
             actions,
+            &versions,
             FIELD_MANAGER,
             API_TIMEOUT,
             &self.leading,

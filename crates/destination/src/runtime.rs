@@ -429,7 +429,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             caches[caches.len() - 1].clone(),
         ]);
         caches.push(written);
-        let params = external_workloads::lease_params(&args.controller_namespace, &claimant);
+        let params = external_workloads::lease_params(&args.controller_namespace, &claimant)
+            .context("the EndpointSlice writer's Lease")?;
         writer_task = Some(tokio::spawn(writer.run(
             client.clone(),
             params,

@@ -206,14 +206,29 @@ impl Drop for StreamGuard {
 
 /// Metrics of the status writer: the original's `resource_status_*`
 /// (patches applied, failed with an API error, timed out, and how long
-/// they took), and Meridian's `policy_resource_status_leader`.
+/// they took), and Meridian's `policy_resource_status_leader` and
+/// `policy_status_patch_conflicts_total` (patches refused because the
+/// object changed since their status was computed; not API errors, which
+/// the original's series count: the status is computed again from the new
+/// version).
 #[derive(Clone, Debug)]
 pub struct StatusMetrics {
     patches: Counter,
     api_errors: Counter,
     timeouts: Counter,
+    conflicts: Counter,
     duration: Histogram,
     leader: Gauge,
+}
+
+/// How one status patch ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PatchOutcome {
+    Applied,
+    /// Refused with 409: the object changed since.
+    Conflict,
+    ApiError,
+    Timeout,
 }
 
 /// The buckets of `resource_status_patch_duration_seconds` (the original's).
@@ -227,6 +242,7 @@ impl StatusMetrics {
             patches: Counter::default(),
             api_errors: Counter::default(),
             timeouts: Counter::default(),
+            conflicts: Counter::default(),
             duration: Histogram::new(PATCH_BUCKETS),
             leader: Gauge::default(),
         };
@@ -234,6 +250,11 @@ impl StatusMetrics {
             "policy_resource_status_leader",
             "1 while this replica holds the status-writer Lease",
             m.leader.clone(),
+        );
+        registry.register(
+            "policy_status_patch_conflicts",
+            "Count of status patches refused because the object changed since its status was computed",
+            m.conflicts.clone(),
         );
         let sub = registry.sub_registry_with_prefix("resource_status");
         sub.register(
@@ -260,15 +281,15 @@ impl StatusMetrics {
         m
     }
 
-    /// One patch sent to the API server: applied (`Ok`), refused
-    /// (`Err(false)`) or timed out (`Err(true)`), after `elapsed`.
-    pub(crate) fn patched(&self, result: Result<(), bool>, elapsed: std::time::Duration) {
-        match result {
-            Ok(()) => self.patches.inc(),
-            Err(false) => self.api_errors.inc(),
-            Err(true) => self.timeouts.inc(),
+    /// One patch sent to the API server, answered (or not) after `elapsed`.
+    pub(crate) fn patched(&self, outcome: PatchOutcome, elapsed: std::time::Duration) {
+        match outcome {
+            PatchOutcome::Applied => self.patches.inc(),
+            PatchOutcome::Conflict => self.conflicts.inc(),
+            PatchOutcome::ApiError => self.api_errors.inc(),
+            PatchOutcome::Timeout => self.timeouts.inc(),
         };
-        if result != Err(true) {
+        if outcome != PatchOutcome::Timeout {
             self.duration.observe(elapsed.as_secs_f64());
         }
     }

@@ -188,17 +188,28 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             .unwrap_or_else(generated_claimant);
         let patch_timeout = Duration::from_millis(args.patch_timeout_ms);
         let (leader_tx, leader_rx) = tokio::sync::watch::channel(false);
-        let lease_params = lease::params(&args.control_plane_namespace, &claimant, patch_timeout);
+        let lease_params = lease::params(&args.control_plane_namespace, &claimant, patch_timeout)
+            .context("the status writer's Lease")?;
         // The election stops (and releases the Lease) only once the writer
         // stopped: no patch of ours is in flight when another replica
-        // takes over.
+        // takes over. The Lease is created owned by our Deployment.
         let (stop_lease, lease_shutdown) = Shutdown::new();
-        let elector = tokio::spawn(lease::run(
-            client.clone(),
-            lease_params,
-            leader_tx,
-            lease_shutdown,
-        ));
+        let lease_client = client.clone();
+        let deployment = args.policy_deployment_name.clone();
+        let elector = tokio::spawn(async move {
+            let owner = lease::deployment_owner(
+                &lease_client,
+                &lease_params.namespace,
+                &deployment,
+                lease_params.timeout,
+            )
+            .await;
+            let params = lease::LeaseParams {
+                owner,
+                ..lease_params
+            };
+            lease::run(lease_client, params, leader_tx, lease_shutdown).await;
+        });
         let writer = StatusWriter {
             client: client.clone(),
             index: status_index,

@@ -1,8 +1,9 @@
 //! `policy-controller` started as `deploy/` starts it: the container's
 //! exact command and arguments (the Linkerd chart's), authenticated as the
 //! pod's own ServiceAccount with only the RBAC of `deploy/base/rbac.yaml`.
-//! It must become ready (every watch synced and the webhook serving) and
-//! export what Linkerd's dashboards read, under the original's names.
+//! It must become ready (every watch synced and the webhook serving),
+//! export what Linkerd's dashboards read, under the original's names, and
+//! create its status Lease owned by the `linkerd-destination` Deployment.
 
 use std::time::Duration;
 
@@ -17,6 +18,26 @@ async fn starts_from_the_deploy_args_with_its_service_account() {
     cluster.ensure_crds();
     cluster.install_deploy_rbac();
     let kubeconfig = cluster.service_account_kubeconfig("linkerd", "linkerd-destination");
+    // The Deployment the status Lease is created owned by (no pods).
+    let deployments: kube::Api<k8s_openapi::api::apps::v1::Deployment> =
+        kube::Api::namespaced(env.client.clone(), "linkerd");
+    let deployment = serde_json::from_value(serde_json::json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "linkerd-destination", "namespace": "linkerd"},
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": {"app": "deploy-e2e"}},
+            "template": {
+                "metadata": {"labels": {"app": "deploy-e2e"}},
+                "spec": {"containers": [{"name": "c", "image": "none"}]},
+            },
+        },
+    }))
+    .expect("deployment");
+    let deployment = deployments
+        .create(&Default::default(), &deployment)
+        .await
+        .expect("create the Deployment");
 
     let dir = tempfile::tempdir().expect("tempdir");
     let ca = LocalCa::new("deploy-e2e-ca").expect("CA");
@@ -118,14 +139,32 @@ async fn starts_from_the_deploy_args_with_its_service_account() {
     let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
         kube::Api::namespaced(env.client.clone(), "linkerd");
     let name = policy_controller::status::lease::LEASE_NAME;
-    eventually("the status Lease", Duration::from_secs(30), || async {
+    let lease = eventually("the status Lease", Duration::from_secs(30), || async {
         match leases.get_opt(name).await {
-            Ok(Some(lease)) => lease
-                .spec
-                .and_then(|s| s.holder_identity)
-                .ok_or_else(|| "no holder".to_string()),
+            Ok(Some(lease))
+                if lease
+                    .spec
+                    .as_ref()
+                    .is_some_and(|s| s.holder_identity.is_some()) =>
+            {
+                Ok(lease)
+            }
             other => Err(format!("{other:?}")),
         }
     })
     .await;
+    // Created owned by the Deployment, with the original's labels.
+    let owners = lease.metadata.owner_references.unwrap_or_default();
+    assert_eq!(owners.len(), 1, "{owners:?}");
+    assert_eq!(owners[0].kind, "Deployment");
+    assert_eq!(owners[0].name, "linkerd-destination");
+    assert_eq!(Some(&owners[0].uid), deployment.metadata.uid.as_ref());
+    assert_eq!(owners[0].controller, Some(true));
+    let labels = lease.metadata.labels.unwrap_or_default();
+    assert_eq!(
+        labels
+            .get("linkerd.io/control-plane-component")
+            .map(String::as_str),
+        Some("destination")
+    );
 }

@@ -54,7 +54,8 @@ use self::{
 pub const LEASE_NAME: &str = "linkerd-destination-endpoint-write";
 /// How long the Lease lasts without renewal.
 pub const LEASE_DURATION: Duration = Duration::from_secs(30);
-/// The leader stops writing when it could not renew for this long.
+/// The leader's term ends this long after the sending of its last
+/// successful renewal (it stops writing until a renewal succeeds again).
 pub const RENEW_DEADLINE: Duration = Duration::from_secs(10);
 /// How often the leader renews and a follower retries.
 pub const RETRY_PERIOD: Duration = Duration::from_secs(2);
@@ -89,9 +90,13 @@ pub struct SliceWriter {
     metrics: WriterMetrics,
 }
 
-/// The Lease of the writer in `namespace`, claimed as `claimant` (the pod name).
-pub fn lease_params(namespace: &str, claimant: &str) -> lease::LeaseParams {
-    lease::LeaseParams {
+/// The Lease of the writer in `namespace`, claimed as `claimant` (the pod
+/// name); refused if its timings could let two terms overlap.
+pub fn lease_params(
+    namespace: &str,
+    claimant: &str,
+) -> Result<lease::LeaseParams, lease::InvalidLeaseParams> {
+    let params = lease::LeaseParams {
         namespace: namespace.to_string(),
         name: LEASE_NAME.to_string(),
         claimant: claimant.to_string(),
@@ -102,7 +107,11 @@ pub fn lease_params(namespace: &str, claimant: &str) -> lease::LeaseParams {
         timeout: API_TIMEOUT,
         field_manager: FIELD_MANAGER.to_string(),
         component: "EndpointSlice writer",
-    }
+        owner: None,
+        labels: Default::default(),
+    };
+    params.validate()?;
+    Ok(params)
 }
 
 impl SliceWriter {
@@ -245,9 +254,21 @@ impl SliceWriter {
         );
         let namespace = service.metadata.namespace.as_deref().unwrap_or_default();
         let api: Api<EndpointSlice> = Api::namespaced(client.clone(), namespace);
+        // The versions the deletes were decided from.
+        let versions: std::collections::BTreeMap<String, String> = inputs
+            .slices
+            .iter()
+            .filter_map(|s| {
+                Some((
+                    s.metadata.name.clone()?,
+                    s.metadata.resource_version.clone()?,
+                ))
+            })
+            .collect();
         let (written, result) = writer::apply(
             &api,
             actions,
+            &versions,
             FIELD_MANAGER,
             API_TIMEOUT,
             &self.leading,
@@ -290,5 +311,19 @@ impl SliceWriter {
         if !self.queue.retry(key, MAX_RETRIES) {
             tracing::error!(service = key, %error, "dropped the Service from the EndpointSlice writer's queue after {MAX_RETRIES} retries");
         }
+    }
+}
+
+#[cfg(test)]
+mod lease_tests {
+    use super::*;
+
+    #[test]
+    fn the_writers_lease() {
+        let p = lease_params("linkerd", "pod-0").expect("valid timings");
+        assert_eq!(p.name, "linkerd-destination-endpoint-write");
+        assert_eq!(p.claimant, "pod-0");
+        assert!(p.renew_interval < p.renew_deadline && p.renew_deadline < p.duration);
+        assert_eq!(p.owner, None);
     }
 }

@@ -1,11 +1,13 @@
 //! Applies one Service's [`Actions`] to the API server: creates, full
 //! updates carrying the `resourceVersion` they were computed from (so a
 //! concurrent change makes them fail with a conflict and the Service is
-//! retried from fresh caches), and deletes, each with our field manager
-//! and a timeout. What was written is returned so the caller can tell when
+//! retried from fresh caches), and deletes preconditioned on that version
+//! too (a slice changed since, relabelled to another manager say, is not
+//! deleted from a stale view), each with our field manager and a timeout. What was written is returned so the caller can tell when
 //! its caches have caught up ([`super::tracker`]).
 
 use std::{
+    collections::BTreeMap,
     sync::atomic::{AtomicBool, Ordering},
     time::Duration,
 };
@@ -13,7 +15,7 @@ use std::{
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::{
     Api,
-    api::{DeleteParams, PostParams},
+    api::{DeleteParams, PostParams, Preconditions},
 };
 
 use super::{metrics::WriterMetrics, reconcile::Actions};
@@ -87,13 +89,27 @@ fn api_error(op: &'static str, name: &str, source: kube::Error) -> WriteError {
     }
 }
 
+/// How to delete a slice read at `version`: refused (409) if it changed
+/// since.
+pub fn delete_params(version: Option<&str>) -> DeleteParams {
+    DeleteParams {
+        preconditions: version.map(|v| Preconditions {
+            resource_version: Some(v.to_string()),
+            uid: None,
+        }),
+        ..DeleteParams::default()
+    }
+}
+
 /// Writes `actions` in `api`'s namespace: creates, then updates, then
-/// deletes (as the original), stopping at the first failure, or as soon as
-/// `leading` turns false; each accepted write is counted in `metrics`.
-/// Returns what was written either way.
+/// deletes (as the original; each delete preconditioned on the slice's
+/// version in `versions`, by name), stopping at the first failure, or as
+/// soon as `leading` turns false; each accepted write is counted in
+/// `metrics`. Returns what was written either way.
 pub async fn apply(
     api: &Api<EndpointSlice>,
     actions: Actions,
+    versions: &BTreeMap<String, String>,
     field_manager: &str,
     timeout: Duration,
     leading: &AtomicBool,
@@ -103,6 +119,7 @@ pub async fn apply(
     let result = write(
         api,
         actions,
+        versions,
         (field_manager, timeout),
         leading,
         metrics,
@@ -115,6 +132,7 @@ pub async fn apply(
 async fn write(
     api: &Api<EndpointSlice>,
     actions: Actions,
+    versions: &BTreeMap<String, String>,
     (field_manager, timeout): (&str, Duration),
     leading: &AtomicBool,
     metrics: &WriterMetrics,
@@ -156,7 +174,7 @@ async fn write(
         if !leads() {
             return Ok(());
         }
-        let dp = DeleteParams::default();
+        let dp = delete_params(versions.get(&name).map(String::as_str));
         match timed("delete", &name, timeout, api.delete(&name, &dp)).await? {
             Ok(_) => {
                 metrics.wrote("delete");
@@ -168,4 +186,19 @@ async fn write(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_delete_is_refused_if_the_slice_changed_since_it_was_read() {
+        let dp = delete_params(Some("12"));
+        assert_eq!(
+            dp.preconditions.and_then(|p| p.resource_version).as_deref(),
+            Some("12")
+        );
+        assert!(delete_params(None).preconditions.is_none());
+    }
 }

@@ -405,6 +405,8 @@ struct RouteState {
     generation: Option<i64>,
     status: Option<HttpRouteStatus>,
     unserved: Unserved,
+    /// The `resourceVersion` of the object this state was read from.
+    resource_version: Option<String>,
 }
 
 /// A status to write.
@@ -414,6 +416,12 @@ pub struct StatusPatch {
     pub namespace: String,
     pub name: String,
     pub status: HttpRouteStatus,
+    /// The `resourceVersion` of the object the status was computed from:
+    /// the patch carries it, so the API server refuses it (409) if the
+    /// object changed since (another controller's entry in
+    /// `status.parents`, which a merge patch would replace, is never
+    /// dropped).
+    pub resource_version: Option<String>,
 }
 
 /// Server names by namespace, Services, and the routes. Every change bumps
@@ -508,6 +516,7 @@ impl StatusIndex {
                     namespace: ns.clone(),
                     name: name.clone(),
                     status: desired,
+                    resource_version: route.resource_version.clone(),
                 })
             })
             .collect()
@@ -723,6 +732,7 @@ macro_rules! status_route {
                     generation: route.metadata.generation,
                     status: route.status,
                     unserved,
+                    resource_version: route.metadata.resource_version,
                 };
                 self.set_route(key, Some(state));
             }

@@ -10,7 +10,9 @@
 //!   types are kept.
 //!
 //! A condition whose type, status and reason did not change keeps its
-//! `lastTransitionTime`.
+//! `lastTransitionTime`. Each patch carries the `resourceVersion` its
+//! status was computed from (an EgressNetwork's conditions of other types
+//! are never dropped by a patch computed before they were added).
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -47,6 +49,8 @@ pub(super) struct RateLimitState {
     created_at: Option<SystemTime>,
     generation: Option<i64>,
     conditions: Vec<Condition>,
+    /// The `resourceVersion` this state was read at.
+    resource_version: Option<String>,
 }
 
 /// An EgressNetwork as the writer keeps it.
@@ -56,6 +60,8 @@ pub(super) struct EgressState {
     networks: Option<Vec<NetworkMatch>>,
     generation: Option<i64>,
     conditions: Vec<Condition>,
+    /// The `resourceVersion` this state was read at.
+    resource_version: Option<String>,
 }
 
 /// The policies whose status the writer owns.
@@ -68,7 +74,7 @@ pub(super) struct PolicyStates {
 }
 
 /// The kinds of [`PolicyPatch`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum PolicyKind {
     RateLimit,
     EgressNetwork,
@@ -81,6 +87,9 @@ pub struct PolicyPatch {
     pub namespace: String,
     pub name: String,
     pub status: serde_json::Value,
+    /// The `resourceVersion` of the object the status was computed from
+    /// (the patch is refused if the object changed since).
+    pub resource_version: Option<String>,
 }
 
 fn condition(
@@ -191,6 +200,7 @@ impl PolicyStates {
             namespace: ns.clone(),
             name: name.clone(),
             status: serde_json::to_value(status).ok()?,
+            resource_version: rl.resource_version.clone(),
         })
     }
 
@@ -229,6 +239,7 @@ impl PolicyStates {
             namespace: ns.clone(),
             name: name.clone(),
             status: serde_json::to_value(status).ok()?,
+            resource_version: net.resource_version.clone(),
         })
     }
 }
@@ -289,6 +300,7 @@ impl k8s_index::Index<HTTPLocalRateLimitPolicy> for StatusIndex {
                 .map(|t| SystemTime::from(t.0)),
             generation: rl.metadata.generation,
             conditions: rl.status.map(|s| s.conditions).unwrap_or_default(),
+            resource_version: rl.metadata.resource_version,
         };
         if set(&mut self.policies.ratelimits, key, Some(state)) {
             self.changed();
@@ -313,6 +325,7 @@ impl k8s_index::Index<EgressNetwork> for StatusIndex {
             networks: egress_network_networks(&net.spec, &self.policies.cluster_networks).ok(),
             generation: net.metadata.generation,
             conditions: net.status.map(|s| s.conditions).unwrap_or_default(),
+            resource_version: net.metadata.resource_version,
         };
         if set(&mut self.policies.egress_networks, key, Some(state)) {
             self.changed();

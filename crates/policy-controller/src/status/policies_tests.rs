@@ -8,7 +8,7 @@ use super::*;
 fn ratelimit(name: &str, created: i64, server: &str) -> HTTPLocalRateLimitPolicy {
     serde_json::from_value(json!({
         "apiVersion": "policy.linkerd.io/v1alpha1", "kind": "HTTPLocalRateLimitPolicy",
-        "metadata": {"namespace": "ns", "name": name, "creationTimestamp": time(created)},
+        "metadata": {"namespace": "ns", "name": name, "creationTimestamp": time(created), "resourceVersion": "3"},
         "spec": {"targetRef": {"group": "policy.linkerd.io", "kind": "Server", "name": server},
             "total": {"requestsPerSecond": 10}},
     }))
@@ -18,7 +18,7 @@ fn ratelimit(name: &str, created: i64, server: &str) -> HTTPLocalRateLimitPolicy
 fn egress(name: &str, networks: Value) -> EgressNetwork {
     serde_json::from_value(json!({
         "apiVersion": "policy.linkerd.io/v1alpha1", "kind": "EgressNetwork",
-        "metadata": {"namespace": "ns", "name": name},
+        "metadata": {"namespace": "ns", "name": name, "resourceVersion": "4"},
         "spec": {"networks": networks, "trafficPolicy": "Allow"},
     }))
     .expect("egress network")
@@ -172,5 +172,25 @@ fn routes_with_an_egress_network_parent_follow_its_acceptance() {
     assert_eq!(
         egress_parent_condition(&index, RouteKind::Tls, &now),
         Some(("True".into(), ACCEPTED.into(), String::new()))
+    );
+}
+
+#[test]
+fn policy_patches_carry_the_version_they_were_computed_from() {
+    let now = time(100);
+    let mut index = StatusIndex::default();
+    index.apply(ratelimit("rl", 10, "web"));
+    index.apply(egress("net", json!([{"cidr": "192.0.2.0/24"}])));
+    let versions: Vec<_> = index
+        .policy_patches(&now)
+        .into_iter()
+        .map(|p| (p.name, p.resource_version))
+        .collect();
+    assert_eq!(
+        versions,
+        [
+            ("rl".to_string(), Some("3".to_string())),
+            ("net".to_string(), Some("4".to_string()))
+        ]
     );
 }

@@ -157,7 +157,7 @@ fn keeps_other_controllers_and_unchanged_transition_times() {
 fn route(name: &str, parents: Value, status: Option<HttpRouteStatus>) -> HTTPRoute {
     let mut route: HTTPRoute = serde_json::from_value(json!({
         "apiVersion": "policy.linkerd.io/v1beta3", "kind": "HTTPRoute",
-        "metadata": {"namespace": "ns", "name": name, "generation": 1},
+        "metadata": {"namespace": "ns", "name": name, "generation": 1, "resourceVersion": "1"},
         "spec": {"parentRefs": parents},
     }))
     .expect("route");
@@ -195,6 +195,7 @@ fn index_patches_only_routes_whose_status_differs() {
             status: HttpRouteStatus {
                 parents: vec![ours("web", "False", NO_MATCHING_PARENT, &now)],
             },
+            resource_version: Some("1".into()),
         }],
         "a route without Server parents and without status needs nothing"
     );
@@ -221,6 +222,49 @@ fn index_patches_only_routes_whose_status_differs() {
     assert_eq!(
         index.patches(&later)[0].status.parents,
         vec![ours("web", "False", NO_MATCHING_PARENT, &later)]
+    );
+}
+
+#[test]
+fn a_patch_carries_the_version_its_status_was_computed_from() {
+    let now = time(0);
+    let mut index = StatusIndex::default();
+    let web = json!([{"group": "policy.linkerd.io", "kind": "Server", "name": "web"}]);
+    index.apply(route("api", web.clone(), None));
+    assert_eq!(
+        index.patches(&now)[0].resource_version.as_deref(),
+        Some("1")
+    );
+    // Another controller wrote its entry: a new version, a new status to
+    // start from, which the patch now names.
+    let theirs = RouteParentStatus {
+        parent_ref: parent(json!({"kind": "Gateway", "name": "gw"})),
+        controller_name: "example.com/other".into(),
+        conditions: vec![],
+    };
+    let mut changed = route(
+        "api",
+        web.clone(),
+        Some(HttpRouteStatus {
+            parents: vec![theirs.clone()],
+        }),
+    );
+    changed.metadata.resource_version = Some("7".into());
+    let mut changes = index.subscribe();
+    index.apply(changed.clone());
+    assert!(changes.has_changed().expect("open"));
+    let patch = &index.patches(&now)[0];
+    assert_eq!(patch.resource_version.as_deref(), Some("7"));
+    assert_eq!(patch.status.parents[0], theirs, "their entry is kept");
+    // Only the version changed (a label, say): still a change to follow,
+    // or every later patch would be refused.
+    changes.mark_unchanged();
+    changed.metadata.resource_version = Some("8".into());
+    index.apply(changed);
+    assert!(changes.has_changed().expect("open"));
+    assert_eq!(
+        index.patches(&now)[0].resource_version.as_deref(),
+        Some("8")
     );
 }
 

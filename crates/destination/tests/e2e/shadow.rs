@@ -60,8 +60,10 @@ async fn holder(env: &TestEnv, lease: &str) -> Option<String> {
 }
 
 /// Waits until neither Lease is held (absent, or expired: a plane of an
-/// earlier test stopped less than its 30 s ago), so a writer would lead
-/// at once.
+/// earlier test stopped less than its 30 s ago), then deletes what is left
+/// of them, so a writer would lead at once: a new replica counts a Lease
+/// it finds held as live for a whole duration from when it first saw it,
+/// on its own clock (as client-go does), however old the record.
 async fn wait_leases_free(env: &TestEnv) {
     eventually(
         "the Leases in linkerd free",
@@ -89,6 +91,14 @@ async fn wait_leases_free(env: &TestEnv) {
         },
     )
     .await;
+    let api = kube::Api::<Lease>::namespaced(env.client.clone(), "linkerd");
+    for name in LEASES {
+        match api.delete(name, &Default::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(error) => panic!("deleting the expired Lease {name}: {error}"),
+        }
+    }
 }
 
 /// The EndpointSlices of `vms` written for its ExternalWorkload.

@@ -138,10 +138,13 @@ impl Introspection {
 
     /// One audit: compares, counts and logs.
     pub fn run_audit(&self) -> AuditReport {
+        // The stream list is copied before the index's lock is taken, so
+        // the lock is held for the comparison alone.
+        let streams = self.streams.all();
         let (index_audit, behind) = {
             let index = self.index.read();
             let audit = index.audit();
-            let behind = streams_behind(&index, &self.streams.all(), now_ms());
+            let behind = streams_behind(&index, &streams, now_ms());
             (audit, behind)
         };
         let report = AuditReport::new(&index_audit, behind, self.streams.len());

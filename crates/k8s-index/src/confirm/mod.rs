@@ -18,10 +18,13 @@
 //!    the newest revision), whether the object exists. Each kind may cause
 //!    at most [`CHECKS_PER_SECOND`] such requests a second per process
 //!    ([`budget`]); a lookup that cannot have a slot within
-//!    [`MAX_SLOT_WAIT`] is refused at once ([`Confirmation::Busy`]), and its
-//!    caller answers `UNAVAILABLE` (a proxy retries it) rather than queue or
-//!    answer from an index that may lag. Identical lookups waiting for a
-//!    slot share its request.
+//!    [`MAX_SLOT_WAIT`] still waits that long for its index to show the
+//!    object (a burst of objects created a moment ago is answered so, with
+//!    no request; at most [`MAX_SLOTLESS_WAITERS`] lookups wait so at
+//!    once), then is refused ([`Confirmation::Busy`]): its caller answers
+//!    `UNAVAILABLE` (a proxy retries it) rather than queue or answer from
+//!    an index that may lag. Identical lookups waiting for a slot share its
+//!    request.
 //! 3. **Then from the index.** The object does not exist: the miss stands
 //!    ([`Confirmation::Absent`]). It does: the lookup waits until its index
 //!    shows it, woken only by events for the objects the API server named
@@ -59,15 +62,24 @@ use tokio::{sync::watch, time::Instant};
 use crate::{IndexMetrics, ObjectKey, ServiceCidrs};
 use budget::Budget;
 
-/// Requests a second that misses of one kind may cause, per process.
-pub const CHECKS_PER_SECOND: f64 = 10.0;
+/// Requests a second that misses of one kind may cause, per process: with
+/// the one slot of burst, no window of a second or more holds more than
+/// ten a second.
+pub const CHECKS_PER_SECOND: f64 = 9.0;
 
-/// Requests of one kind that may go at once after a quiet spell (within
-/// the rate above: one slot is always free after a tenth of a second).
+/// Requests of one kind that may go at once after a quiet spell.
 pub const CHECK_BURST: f64 = 1.0;
 
-/// The longest a miss waits for a request slot before it is refused.
+/// The longest a miss waits for a request slot, or without one for its
+/// index, before it is refused.
 pub const MAX_SLOT_WAIT: Duration = Duration::from_millis(200);
+
+/// Lookups of a process that may wait for their index without a request
+/// slot at once; more are refused at once.
+pub const MAX_SLOTLESS_WAITERS: usize = 256;
+
+/// How often a lookup without a slot looks at its index again.
+const SLOTLESS_POLL: Duration = Duration::from_millis(20);
 
 /// How long a request waits, in all, for the API server's answer and then
 /// for its index to show what the API server has.
@@ -160,6 +172,9 @@ pub struct MissConfirmer {
     pending: Arc<Mutex<HashMap<(&'static str, Query), Pending>>>,
     /// The bound of one check's wait for its index, API call included.
     wait: Duration,
+    /// Lookups waiting for their index without a request slot
+    /// ([`MAX_SLOTLESS_WAITERS`] at most).
+    slotless: Arc<tokio::sync::Semaphore>,
     /// The cluster's Service ranges: an address outside them is no
     /// ClusterIP ([`Self::settled_not_cluster_ip`]). Unknown until given.
     service_cidrs: ServiceCidrs,
@@ -183,6 +198,7 @@ impl MissConfirmer {
             budgets: Arc::default(),
             pending: Arc::default(),
             wait: DEFAULT_WAIT,
+            slotless: Arc::new(tokio::sync::Semaphore::new(MAX_SLOTLESS_WAITERS)),
             service_cidrs: ServiceCidrs::default(),
             checks,
         }
@@ -277,7 +293,7 @@ impl MissConfirmer {
         }
         let deadline = Instant::now() + self.wait;
         let answer = match self.slot(kind, query) {
-            Slot::Refused => return Confirmation::Busy,
+            Slot::Refused => return self.without_slot(in_index).await,
             Slot::Joined(mut pending) => {
                 match tokio::time::timeout_at(deadline, pending.wait_for(Option::is_some)).await {
                     Ok(Ok(answer)) => answer.clone().unwrap_or_else(|| Err("no answer".into())),
@@ -312,6 +328,25 @@ impl MissConfirmer {
         match tokio::time::timeout_at(deadline, waiting.until(in_index)).await {
             Ok(()) => Confirmation::CaughtUp,
             Err(_) => Confirmation::Lagging,
+        }
+    }
+
+    /// A miss that had no request slot: answered from its index if the
+    /// index shows the object within [`MAX_SLOT_WAIT`] (looked at every
+    /// [`SLOTLESS_POLL`], not woken by events), else refused.
+    async fn without_slot(&self, in_index: &impl Fn() -> bool) -> Confirmation {
+        let Ok(_waiting) = self.slotless.try_acquire() else {
+            return Confirmation::Busy;
+        };
+        let deadline = Instant::now() + MAX_SLOT_WAIT;
+        loop {
+            if in_index() {
+                return Confirmation::CaughtUp;
+            }
+            if Instant::now() >= deadline {
+                return Confirmation::Busy;
+            }
+            tokio::time::sleep(SLOTLESS_POLL.min(deadline - Instant::now())).await;
         }
     }
 

@@ -698,6 +698,10 @@ async fn sigterm_ends_open_streams_with_ok() {
             format!("--admin-addr={admin}"),
             format!("--control-plane-namespace={}", env.ns),
             "--admission-controller-disabled".to_string(),
+            // Its localhost listeners on free ports too: the defaults may
+            // be held by another process on this machine.
+            format!("--introspection-addr={}", free_addr()),
+            format!("--workload-ports-addr={}", free_addr()),
         ])
         .stdin(std::process::Stdio::null())
         .spawn()

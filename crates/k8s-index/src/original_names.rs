@@ -47,6 +47,9 @@ pub struct KubertWatch {
     pub labels: [&'static str; 3],
 }
 
+/// One of kubert's per-watch counters: name, help, and how to read it.
+type KubertCounter = (&'static str, &'static str, fn(&IndexMetrics, &str) -> u64);
+
 /// The collector of the original names (register it at the top of the
 /// registry: the names are unprefixed).
 #[derive(Clone, Debug)]
@@ -137,7 +140,7 @@ impl OriginalIndexSeries {
         if self.kubert.is_empty() {
             return Ok(());
         }
-        let counters: [(&str, &str, fn(&IndexMetrics, &str) -> u64); 3] = [
+        let counters: [KubertCounter; 3] = [
             (
                 "kube_watch_applies",
                 "Count of apply events for a resource watch (Meridian: index_events_total{event=\"apply\"})",

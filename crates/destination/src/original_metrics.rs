@@ -268,3 +268,59 @@ impl Collector for ProfileCollector {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use k8s_index::Index as _;
+
+    use super::*;
+    use crate::index::tests::{index, service, svc_id};
+
+    fn scrape(registry: &Registry) -> String {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, registry).expect("encoded");
+        text
+    }
+
+    #[test]
+    fn profile_series_name_only_what_the_index_holds() {
+        let mut idx = index();
+        idx.apply(service("web", "10.96.0.1"));
+        let index = Arc::new(RwLock::new(idx));
+        let mut registry = Registry::default();
+        register(&mut registry, index.clone(), &IndexMetrics::default());
+        let subscribe = |name: &str| {
+            let mut index = index.write();
+            let key = index
+                .resolve_profile_name(&svc_id(name), None, 80, None)
+                .expect("resolved");
+            index.subscribe_profile(key)
+        };
+        // A Service the index holds, one it does not (a name a client made
+        // up), and an address.
+        let _web = subscribe("web");
+        let _ghost = subscribe("made-up");
+        let addr = "10.1.2.3:8080".parse().expect("addr");
+        let key = index
+            .read()
+            .resolve_profile_addr(addr, None)
+            .expect("resolved");
+        let _ip = index.write().subscribe_profile(key);
+
+        let text = scrape(&registry);
+        for line in [
+            "profile_subscribers{namespace=\"ns\",profile=\"web.ns.svc.cluster.local\"} 1\n",
+            "profile_updates{namespace=\"ns\",profile=\"web.ns.svc.cluster.local\"} 0\n",
+            "service_subscribers{namespace=\"ns\",name=\"web\"} 1\n",
+            "workload_subscribers 1\n",
+            "# TYPE endpoint_updates_queue_overflow unknown\n",
+            "endpoint_profile_updates_queue_overflow 0\n",
+            "# HELP endpoints_cache_size Always 0: Meridian reads EndpointSlices only",
+            "pod_cache_size{cluster=\"local\"} 0\n",
+            "# TYPE serviceprofiles_informer_lag_seconds histogram\n",
+        ] {
+            assert!(text.contains(line), "{line:?} not in\n{text}");
+        }
+        assert!(!text.contains("made-up"), "{text}");
+    }
+}

@@ -41,3 +41,31 @@ impl Index {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use k8s_index::Index as _;
+    use serde_json::json;
+
+    use crate::index::{
+        Index,
+        tests::{NS, cluster, pod, server},
+    };
+
+    #[test]
+    fn sizes_are_per_indexed_namespace() {
+        let mut index = Index::new(cluster());
+        assert!(index.namespace_sizes().is_empty());
+        index.apply(pod("web", json!({"app": "web"}), &[("http", 8080)]));
+        index.apply(pod("db", json!({}), &[]));
+        index.apply(server(
+            "web-http",
+            1,
+            json!({"podSelector": {"matchLabels": {"app": "web"}}, "port": "http"}),
+        ));
+        let sizes = index.namespace_sizes();
+        assert_eq!(sizes.keys().collect::<Vec<_>>(), [NS]);
+        let ns = sizes[NS];
+        assert_eq!((ns.pods, ns.servers, ns.external_workloads), (2, 1, 0));
+    }
+}

@@ -80,6 +80,9 @@ async fn starts_from_the_deploy_args_with_its_service_account() {
         .args([
             format!("--addr={}", free_addr()),
             format!("--admin-addr={admin}"),
+            // Not the default port, which a destination running on the
+            // same machine may hold.
+            format!("--introspection-addr={}", free_addr()),
             format!("--kubeconfig={}", unprivileged.display()),
         ])
         .env("MERIDIAN_LOG", "error")

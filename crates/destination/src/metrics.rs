@@ -207,7 +207,7 @@ impl Collector for IndexCollector {
             ),
             (
                 "endpoints_updates",
-                "A counter for number of updates to a endpoints (Linkerd's name; the same value as endpoints_updates_total)",
+                "Changes published to a filter group, under Linkerd's name (equal to endpoints_updates_total)",
             ),
         ] {
             let mut family = encoder.encode_descriptor(name, help, None, MetricType::Unknown)?;

@@ -203,7 +203,7 @@ impl Collector for ProfileCollector {
         let (profiles, services, workloads) = grouped(&self.index);
         let mut family = encoder.encode_descriptor(
             "profile_subscribers",
-            "A gauge for the current number of subscribers to a profile (GetProfile streams of a Service the index holds)",
+            "Open GetProfile streams following a Service port's profile (Services the index holds)",
             None,
             MetricType::Gauge,
         )?;
@@ -216,7 +216,7 @@ impl Collector for ProfileCollector {
         }
         let mut family = encoder.encode_descriptor(
             "profile_updates",
-            "A counter for number of updates to a profile (changes published to its streams; a count, declared unknown to keep the name without _total)",
+            "Profile changes published to those streams (a count; untyped so the name keeps no _total)",
             None,
             MetricType::Unknown,
         )?;
@@ -229,7 +229,7 @@ impl Collector for ProfileCollector {
         }
         let mut family = encoder.encode_descriptor(
             "service_subscribers",
-            "Number of subscribers to Service changes (GetProfile streams of the Service's ports)",
+            "Open GetProfile streams following one of the Service's ports",
             None,
             MetricType::Gauge,
         )?;
@@ -239,13 +239,13 @@ impl Collector for ProfileCollector {
         }
         ConstGauge::new(gauge(workloads.subscribers)).encode(encoder.encode_descriptor(
             "workload_subscribers",
-            "A gauge for the current number of subscribers to a workload (GetProfile streams of a single address)",
+            "Open GetProfile streams following a single address (pod, ExternalWorkload or unknown IP)",
             None,
             MetricType::Gauge,
         )?)?;
         ConstGauge::new(workloads.updates).encode(encoder.encode_descriptor(
             "workload_updates",
-            "A counter for number of updates to a workload (a count, declared unknown to keep the name without _total)",
+            "Profile changes published to streams of single addresses (a count; untyped so the name keeps no _total)",
             None,
             MetricType::Unknown,
         )?)?;

@@ -99,7 +99,7 @@ impl OriginalIndexSeries {
             let (help, value) = match cache.source {
                 Source::Kind(kind) => (
                     format!(
-                        "Number of items in the {kind} cache (Meridian: index_cache_size{{kind=\"{kind}\"}})"
+                        "Objects the {kind} watch holds (Meridian: index_cache_size{{kind=\"{kind}\"}})"
                     ),
                     self.metrics.cache_size(kind),
                 ),
@@ -117,7 +117,7 @@ impl OriginalIndexSeries {
             let (help, histogram) = match lag.source {
                 Source::Kind(kind) => (
                     format!(
-                        "The amount of time between when a {kind} object is updated (its newest managedFields time) and when the watch observes it (Meridian: index_informer_lag_seconds{{kind=\"{kind}\"}})"
+                        "Seconds from a {kind} object's newest managedFields time to the watch delivering the change (Meridian: index_informer_lag_seconds{{kind=\"{kind}\"}})"
                     ),
                     self.metrics.lag(kind),
                 ),
@@ -143,17 +143,17 @@ impl OriginalIndexSeries {
         let counters: [KubertCounter; 3] = [
             (
                 "kube_watch_applies",
-                "Count of apply events for a resource watch (Meridian: index_events_total{event=\"apply\"})",
+                "Objects created or changed, as the watch delivered them (Meridian: index_events_total{event=\"apply\"})",
                 |m, k| m.events(k, "apply"),
             ),
             (
                 "kube_watch_deletes",
-                "Count of delete events for a resource watch (Meridian: index_events_total{event=\"delete\"})",
+                "Objects deleted, as the watch delivered them (Meridian: index_events_total{event=\"delete\"})",
                 |m, k| m.events(k, "delete"),
             ),
             (
                 "kube_watch_restarts",
-                "Count of restart events (completed lists) for a resource watch (Meridian: index_events_total{event=\"reset\"})",
+                "Completed (re)lists of the watch (Meridian: index_events_total{event=\"reset\"})",
                 |m, k| m.events(k, "reset"),
             ),
         ];
@@ -168,7 +168,7 @@ impl OriginalIndexSeries {
         }
         let mut family = encoder.encode_descriptor(
             "kube_watch_errors",
-            "Count of errors for a resource watch (Meridian: index_watch_restarts_total)",
+            "Watch failures by kind of failure (Meridian: index_watch_restarts_total)",
             None,
             MetricType::Counter,
         )?;

@@ -59,6 +59,7 @@ pub mod index;
 pub mod k8s;
 pub mod metrics;
 pub mod multicluster;
+pub mod original_metrics;
 pub mod policy_link;
 pub mod proto;
 pub mod runtime;

@@ -21,7 +21,7 @@ use prometheus_client::{
     encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric},
     metrics::{
         MetricType,
-        counter::{ConstCounter, Counter},
+        counter::Counter,
         gauge::{ConstGauge, Gauge},
     },
     registry::Registry,
@@ -195,14 +195,25 @@ impl Collector for IndexCollector {
                 ConstGauge::new(value(group)).encode(family.encode_family(labels)?)?;
             }
         }
-        let mut family = encoder.encode_descriptor(
-            "endpoints_updates",
-            "Changes published to a filter group",
-            None,
-            MetricType::Counter,
-        )?;
-        for (labels, group) in &series {
-            ConstCounter::new(group.updates).encode(family.encode_family(labels)?)?;
+        // Both names are counts, declared `unknown`: OpenMetrics types a
+        // counter's family by its name without `_total`, so a counter
+        // family `endpoints_updates` (Meridian's `endpoints_updates_total`)
+        // and the original's sample `endpoints_updates` would be two
+        // families of one name (docs/metrics.md).
+        for (name, help) in [
+            (
+                "endpoints_updates_total",
+                "Changes published to a filter group (a count; the original's name is endpoints_updates)",
+            ),
+            (
+                "endpoints_updates",
+                "Changes published to a filter group, under Linkerd's name (equal to endpoints_updates_total)",
+            ),
+        ] {
+            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Unknown)?;
+            for (labels, group) in &series {
+                ConstGauge::new(group.updates).encode(family.encode_family(labels)?)?;
+            }
         }
         Ok(())
     }

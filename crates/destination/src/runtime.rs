@@ -336,6 +336,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .with_service_cidrs(service_cidrs);
     let index = Arc::new(RwLock::new(EndpointsIndex::new(config.clone())));
     registry.register_collector(Box::new(IndexCollector::new(index.clone())));
+    crate::original_metrics::register(&mut registry, index.clone(), &index_metrics);
     // Linked clusters: their kubeconfig Secrets in the controller's
     // namespace. Never a readiness gate: a denied or failing Secret watch
     // is reported as degraded while local discovery serves.

@@ -27,6 +27,7 @@ pub mod confirm;
 pub mod index;
 mod known;
 pub mod metrics;
+pub mod original_names;
 pub mod partial;
 pub mod resources;
 pub mod service_cidrs;

@@ -10,7 +10,7 @@ use crate::confirm::KeyWaiters;
 
 use prometheus_client::{
     encoding::EncodeLabelSet,
-    metrics::{counter::Counter, family::Family, gauge::Gauge},
+    metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram},
     registry::Registry,
 };
 
@@ -20,18 +20,33 @@ struct KindLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ErrorLabels {
+    kind: String,
+    error: &'static str,
+}
+
+fn label(kind: &str) -> KindLabels {
+    KindLabels {
+        kind: kind.to_string(),
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct EventLabels {
     kind: String,
     event: &'static str,
 }
 
 /// Metrics of all indexes of a process (register once, share by clone).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct IndexMetrics {
     cache_size: Family<KindLabels, Gauge>,
     events: Family<EventLabels, Counter>,
     restarts: Family<KindLabels, Counter>,
     synced: Family<KindLabels, Gauge>,
+    lag: Family<KindLabels, Histogram, fn() -> Histogram>,
+    /// Watch failures per kind and variant (read under kubert's name only).
+    errors: Family<ErrorLabels, Counter>,
     /// Per kind, the lookups waiting for its watch to apply an object the
     /// API server has ([`crate::confirm::MissConfirmer`]), woken by that
     /// object's events only. Shared by clones.
@@ -48,11 +63,102 @@ pub struct KindMetrics {
     pub(crate) invalid: Counter,
     pub(crate) restarts: Counter,
     pub(crate) synced: Gauge,
+    /// Seconds from an object's last write (`managedFields`) to the watch
+    /// seeing it.
+    pub(crate) lag: Histogram,
+    kind: String,
+    errors: Family<ErrorLabels, Counter>,
     /// The lookups waiting for this kind's watch ([`IndexMetrics::waiters`]).
     pub(crate) waiters: Arc<KeyWaiters>,
 }
 
+/// The variants of a watch failure (kube's `watcher::Error`).
+pub const WATCH_ERRORS: [&str; 5] = [
+    "InitialListFailed",
+    "WatchStartFailed",
+    "WatchError",
+    "WatchFailed",
+    "NoResourceVersion",
+];
+
+impl KindMetrics {
+    /// Counts a watch failure of this kind (`error`: its variant).
+    pub(crate) fn error(&self, error: &'static str) {
+        self.errors
+            .get_or_create(&ErrorLabels {
+                kind: self.kind.clone(),
+                error,
+            })
+            .inc();
+    }
+}
+
+/// The original's informer-lag buckets (0.5 s to 1000 s).
+pub const LAG_BUCKETS: [f64; 10] = [0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 1000.0];
+
+fn lag_histogram() -> Histogram {
+    Histogram::new(LAG_BUCKETS)
+}
+
+impl Default for IndexMetrics {
+    fn default() -> Self {
+        Self {
+            cache_size: Family::default(),
+            events: Family::default(),
+            restarts: Family::default(),
+            synced: Family::default(),
+            lag: Family::new_with_constructor(lag_histogram),
+            errors: Family::default(),
+            waiters: Arc::default(),
+        }
+    }
+}
+
 impl IndexMetrics {
+    /// Objects held by the index of `kind` now.
+    pub fn cache_size(&self, kind: &str) -> i64 {
+        self.cache_size.get_or_create(&label(kind)).get()
+    }
+
+    /// Watch events of `kind` applied so far (`event`: apply, delete,
+    /// reset, invalid).
+    pub fn events(&self, kind: &str, event: &'static str) -> u64 {
+        self.events
+            .get_or_create(&EventLabels {
+                kind: kind.to_string(),
+                event,
+            })
+            .get()
+    }
+
+    /// Watch failures of `kind` so far.
+    pub fn restarts(&self, kind: &str) -> u64 {
+        self.restarts.get_or_create(&label(kind)).get()
+    }
+
+    /// Watch failures of `kind` so far, per variant (`WatchFailed`, …).
+    pub fn errors(&self, kind: &str) -> Vec<(&'static str, u64)> {
+        let mut out = Vec::new();
+        for error in WATCH_ERRORS {
+            let n = self
+                .errors
+                .get(&ErrorLabels {
+                    kind: kind.to_string(),
+                    error,
+                })
+                .map(|c| c.get());
+            if let Some(n) = n {
+                out.push((error, n));
+            }
+        }
+        out
+    }
+
+    /// The informer-lag histogram of `kind`.
+    pub fn lag(&self, kind: &str) -> Histogram {
+        self.lag.get_or_create(&label(kind)).clone()
+    }
+
     /// Registers the families under `registry` (names prefixed `index_`).
     pub fn register(registry: &mut Registry) -> Self {
         let metrics = Self::default();
@@ -71,6 +177,11 @@ impl IndexMetrics {
             "watch_restarts",
             "Watch failures after which the watch was restarted (with backoff and a re-list)",
             metrics.restarts.clone(),
+        );
+        sub.register(
+            "informer_lag_seconds",
+            "Seconds from an object's last write (its newest managedFields time) to the watch seeing the change, per kind; the initial list is not counted",
+            metrics.lag.clone(),
         );
         sub.register(
             "synced",
@@ -101,6 +212,9 @@ impl IndexMetrics {
             invalid: event("invalid"),
             restarts: self.restarts.get_or_create(&k).clone(),
             synced: self.synced.get_or_create(&k).clone(),
+            lag: self.lag.get_or_create(&k).clone(),
+            kind: kind.to_string(),
+            errors: self.errors.clone(),
             waiters: self.waiters(kind),
         }
     }

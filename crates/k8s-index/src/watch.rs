@@ -21,7 +21,7 @@ use k8s_openapi::api::{
 use kube::{
     Api, Resource,
     core::{DeserializeGuard, PartialObjectMeta, error_boundary::InvalidObject},
-    runtime::{WatchStreamExt, watcher},
+    runtime::watcher,
 };
 use parking_lot::RwLock;
 use serde::de::DeserializeOwned;
@@ -190,7 +190,21 @@ pub async fn watch_into<W, I, S>(
     S: Stream<Item = Result<watcher::Event<W>, watcher::Error>>,
 {
     let mut state = WatchState::<W::Object>::default();
-    let mut stream = std::pin::pin!(stream.modify(W::trim));
+    let lag = metrics.lag.clone();
+    let mut stream = std::pin::pin!(stream.map(move |mut event| {
+        if let Ok(watcher::Event::Apply(obj)) = &mut event {
+            // A change the watch saw (not the initial list): how long after
+            // its last write, as the original's informer lag.
+            if let Some(seconds) = last_write_lag(obj.meta()) {
+                lag.observe(seconds);
+            }
+            obj.trim();
+        } else if let Ok(watcher::Event::InitApply(obj) | watcher::Event::Delete(obj)) = &mut event
+        {
+            obj.trim();
+        }
+        event
+    }));
     while let Some(event) = stream.next().await {
         match event {
             Ok(event) => {
@@ -208,6 +222,7 @@ pub async fn watch_into<W, I, S>(
             }
             Err(error) => {
                 metrics.restarts.inc();
+                metrics.error(error_kind(&error));
                 let why = describe(&error);
                 if status.failing.borrow().as_deref() == Some(why.as_str()) {
                     tracing::debug!(%kind, error = %why, "watch still failing; retrying with backoff");
@@ -219,6 +234,34 @@ pub async fn watch_into<W, I, S>(
         }
     }
     tracing::debug!(%kind, "watch stream ended");
+}
+
+/// The variant of a watch failure, as kubert's `kube_watch_errors_total`
+/// names it.
+fn error_kind(error: &watcher::Error) -> &'static str {
+    match error {
+        watcher::Error::InitialListFailed(_) => "InitialListFailed",
+        watcher::Error::WatchStartFailed(_) => "WatchStartFailed",
+        watcher::Error::WatchError(_) => "WatchError",
+        watcher::Error::WatchFailed(_) => "WatchFailed",
+        watcher::Error::NoResourceVersion => "NoResourceVersion",
+    }
+}
+
+/// Seconds since the newest write recorded in `meta.managedFields`, if
+/// any (negative clock skew counts as 0).
+fn last_write_lag(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> Option<f64> {
+    let newest = meta
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|f| f.time.as_ref())
+        .map(|t| t.0)
+        .max()?;
+    let lag = k8s_openapi::jiff::Timestamp::now().duration_since(newest);
+    Some(lag.as_secs_f64().max(0.0))
 }
 
 /// A watch failure as `/ready` states it: the API's refusal (`list: 403

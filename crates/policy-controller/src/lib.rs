@@ -26,6 +26,7 @@ pub mod gateway;
 pub mod grpc;
 pub mod index;
 pub mod metrics;
+pub mod original_metrics;
 pub mod runtime;
 pub mod status;
 pub mod webhook;

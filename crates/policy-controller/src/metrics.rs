@@ -219,6 +219,8 @@ pub struct StatusMetrics {
     conflicts: Counter,
     duration: Histogram,
     leader: Gauge,
+    /// Patches sent (the original's enqueues and dequeues).
+    sent: Counter,
 }
 
 /// How one status patch ended.
@@ -245,6 +247,7 @@ impl StatusMetrics {
             conflicts: Counter::default(),
             duration: Histogram::new(PATCH_BUCKETS),
             leader: Gauge::default(),
+            sent: Counter::default(),
         };
         registry.register(
             "policy_resource_status_leader",
@@ -272,6 +275,30 @@ impl StatusMetrics {
             "Count of patch operations that did not complete within the timeout",
             m.timeouts.clone(),
         );
+        // Meridian's writer computes each patch where it sends it: nothing
+        // waits in a channel, so every patch is dequeued as it is
+        // enqueued, none overflows a channel, and none is computed while
+        // not leading (to be dropped).
+        sub.register(
+            "patch_enqueues",
+            "Count of patches to send (Meridian has no channel: the same count as patch_dequeues)",
+            m.sent.clone(),
+        );
+        sub.register(
+            "patch_dequeues",
+            "Count of patches taken to be sent",
+            m.sent.clone(),
+        );
+        sub.register(
+            "patch_drops",
+            "Always 0: Meridian computes patches only while it holds the Lease, so none is dropped for not leading",
+            Counter::<u64>::default(),
+        );
+        sub.register(
+            "patch_enqueue_overflows",
+            "Always 0: Meridian has no patch channel to overflow",
+            Counter::<u64>::default(),
+        );
         sub.register_with_unit(
             "patch_duration",
             "Histogram of time taken to apply patch operations",
@@ -283,6 +310,7 @@ impl StatusMetrics {
 
     /// One patch sent to the API server, answered (or not) after `elapsed`.
     pub(crate) fn patched(&self, outcome: PatchOutcome, elapsed: std::time::Duration) {
+        self.sent.inc();
         match outcome {
             PatchOutcome::Applied => self.patches.inc(),
             PatchOutcome::Conflict => self.conflicts.inc(),

@@ -79,6 +79,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     InboundIndexCollector::register(registry, index.clone());
     let outbound = OutboundIndex::shared(outbound_cluster(&args)?);
     OutboundIndexCollector::register(registry, outbound.clone());
+    let outbound_index = outbound.clone();
     // Servers and routes also feed the status writer, through the same watches.
     let status_index = StatusIndex::shared();
     status_index
@@ -288,6 +289,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             }
         },
     );
+    crate::original_metrics::register(&mut root, index.clone(), outbound_index, &watch_metrics);
     let admin = AdminServer::bind(args.admin_addr, readiness.clone(), Arc::new(root), &peers)
         .await
         .with_context(|| format!("binding the admin server on {}", args.admin_addr))?;

@@ -124,6 +124,10 @@ async fn starts_from_the_deploy_args_with_its_service_account() {
     .concat();
     let missing = test_support::dashboards::missing(&metrics, &wanted);
     assert!(missing.is_empty(), "missing {missing:?} in\n{metrics}");
+    // Every series of Linkerd 2.20's policy container that Meridian
+    // exports (tests/data/linkerd-2.20-series.tsv of test-support).
+    let missing = test_support::original_series::missing(&metrics, "policy");
+    assert!(missing.is_empty(), "missing {missing:#?} in\n{metrics}");
     let handled = format!(
         "grpc_server_handled_total{{grpc_service=\"io.linkerd.proxy.outbound.OutboundPolicies\",grpc_method=\"Get\",grpc_type=\"unary\",grpc_code=\"{code}\"}} 1"
     );

@@ -68,7 +68,15 @@ impl HttpClientMetrics {
         let in_flight = in_flight_family
             .get_or_create(&ClientLabels { client })
             .clone();
-        let errors = Family::default();
+        let errors = Family::<ErrorLabels, Counter>::default();
+        // A family without series is not printed at all: start with the
+        // verbs the controllers use at 0, so the family is always declared.
+        for method in ["get", "post", "put", "patch", "delete"] {
+            drop(errors.get_or_create(&ErrorLabels {
+                client,
+                method: method.to_string(),
+            }));
+        }
         let sub = registry.sub_registry_with_prefix("http_client");
         sub.register(
             "requests",

@@ -2,7 +2,8 @@
 //! (`process_cpu_seconds_total`, `process_resident_memory_bytes`,
 //! `process_virtual_memory_bytes`, `process_virtual_memory_max_bytes`,
 //! `process_open_fds`, `process_max_fds`, `process_start_time_seconds`,
-//! `process_threads`), read from `/proc/self` when scraped. Linkerd's
+//! `process_threads`, and Go's `go_threads`, the one Go runtime series
+//! with an honest equivalent), read from `/proc/self` when scraped. Linkerd's
 //! original controllers export them (Go's client library, kubert's process
 //! collector) and its Grafana dashboards read them from every container of
 //! the destination pod.
@@ -152,7 +153,7 @@ impl Collector for ProcessCollector {
         // Unlimited limits are reported as the largest u64, as Go's
         // client library does.
         let unlimited = u64::MAX as f64;
-        let gauges: [(&str, &str, Option<Unit>, f64); 7] = [
+        let gauges: [(&str, &str, Option<Unit>, f64); 8] = [
             (
                 "process_resident_memory",
                 "Resident memory size in bytes",
@@ -192,6 +193,12 @@ impl Collector for ProcessCollector {
             (
                 "process_threads",
                 "Number of OS threads in the process",
+                None,
+                stats.threads,
+            ),
+            (
+                "go_threads",
+                "Number of OS threads created (Linkerd's Go name for it; the same value as process_threads)",
                 None,
                 stats.threads,
             ),

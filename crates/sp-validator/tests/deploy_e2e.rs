@@ -34,4 +34,8 @@ async fn starts_from_the_deploy_args() {
     assert_eq!(status, 200);
     let missing = test_support::dashboards::missing(&metrics, test_support::dashboards::PROCESS);
     assert!(missing.is_empty(), "missing {missing:?} in\n{metrics}");
+    // Every series of Linkerd 2.20's sp-validator container that Meridian
+    // exports (tests/data/linkerd-2.20-series.tsv of test-support).
+    let missing = test_support::original_series::missing(&metrics, "sp-validator");
+    assert!(missing.is_empty(), "missing {missing:#?} in\n{metrics}");
 }

@@ -5,10 +5,10 @@
 //! and [`missing`], which says which of them a scrape lacks.
 //!
 //! What the dashboards also read but Meridian does not export, and why (see
-//! the README's "Where Meridian differs"): the Go runtime's `go_goroutines`,
-//! `go_threads`, `go_memstats_*` and `go_gc_duration_seconds` (Meridian has
-//! no Go runtime; `process_threads` and `process_resident_memory_bytes`
-//! say what it uses); `http_server_*` (the original's destination pod
+//! docs/metrics.md): the Go runtime's `go_goroutines`, `go_memstats_*` and
+//! `go_gc_duration_seconds` (Meridian has no Go runtime; `go_threads` is
+//! the process's thread count, `process_resident_memory_bytes` says what
+//! it holds); `http_server_*` (the original's destination pod
 //! exports none either); and `http_client_*` from the sp-validator, which
 //! makes no Kubernetes request.
 

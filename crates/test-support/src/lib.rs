@@ -20,6 +20,7 @@
 pub mod dashboards;
 pub mod deploy;
 mod linked;
+pub mod original_series;
 mod pods;
 pub mod process;
 pub mod raw_h2;

@@ -28,7 +28,7 @@ use tokio::sync::watch;
 
 pub use cluster::{ClusterState, Touched};
 pub use endpoints::{EndpointPublishers, GroupStats, KnownNames, SubscribeError};
-pub use profiles::{ProfileKey, ProfileLookupError, ProfilePublishers};
+pub use profiles::{ProfileKey, ProfileLookupError, ProfilePublishers, ProfileStats};
 
 use crate::{
     config::TranslatorConfig,
@@ -152,6 +152,24 @@ impl EndpointsIndex {
     /// index holds (read by the metrics when scraped).
     pub fn group_stats(&self) -> Vec<GroupStats> {
         self.endpoints.groups(&self.cluster)
+    }
+
+    /// Every `GetProfile` publisher's streams and version, each with
+    /// whether its Service is cached (read by the metrics when scraped).
+    pub fn profile_stats(&self) -> Vec<(ProfileStats, bool)> {
+        self.profiles
+            .stats()
+            .into_iter()
+            .map(|stats| {
+                let known = match &stats.key {
+                    ProfileKey::Service { target, .. } => {
+                        self.cluster.service(&target.service).is_some()
+                    }
+                    ProfileKey::Endpoint(_) => false,
+                };
+                (stats, known)
+            })
+            .collect()
     }
 
     /// The translator configuration.

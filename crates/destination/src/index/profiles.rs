@@ -41,6 +41,16 @@ pub enum ProfileKey {
     Endpoint(SocketAddr),
 }
 
+/// One `GetProfile` publisher, as the metrics read it.
+#[derive(Clone, Debug)]
+pub struct ProfileStats {
+    pub key: ProfileKey,
+    /// Streams following it.
+    pub subscribers: usize,
+    /// Changes it published (its version).
+    pub version: u64,
+}
+
 /// Why a `GetProfile` request cannot be served. A Service that does not
 /// exist (yet) is not one: its name resolves to its default profile, which
 /// follows it into existence.
@@ -165,6 +175,19 @@ impl ProfilePublishers {
                 compute_profile(cluster, key).is_none_or(|truth| published.publishes(&truth));
             f(key, &published, consistent);
         }
+    }
+
+    /// Every publisher's key, streams and published version (read by the
+    /// metrics when scraped).
+    pub fn stats(&self) -> Vec<ProfileStats> {
+        self.publishers
+            .iter()
+            .map(|(key, tx)| ProfileStats {
+                key: key.clone(),
+                subscribers: tx.receiver_count(),
+                version: tx.borrow().version,
+            })
+            .collect()
     }
 
     /// Number of publishers.

@@ -32,7 +32,15 @@ async fn starts_from_the_deploy_args_with_its_service_account() {
         format!("-kubeconfig={}", kubeconfig.display()),
     ]);
     let program = env!("CARGO_BIN_EXE_destination");
-    let dst = ServerProcess::start(program.as_ref(), &line, admin).await;
+    // HOSTNAME as in a pod: it runs the ExternalWorkload EndpointSlice
+    // writer, whose queue the original's `workqueue_*` series describe.
+    let dst = ServerProcess::start_with_env(
+        program.as_ref(),
+        &line,
+        admin,
+        &[("HOSTNAME", "linkerd-destination-0")],
+    )
+    .await;
     let (status, body) = dst.admin_get("/ping").await;
     assert_eq!((status, body.as_str()), (200, "pong\n"));
     // What Linkerd's dashboards read, under the original's names: the
@@ -47,6 +55,10 @@ async fn starts_from_the_deploy_args_with_its_service_account() {
     .concat();
     let missing = test_support::dashboards::missing(&metrics, &wanted);
     assert!(missing.is_empty(), "missing {missing:?} in\n{metrics}");
+    // Every series of Linkerd 2.20's destination container that Meridian
+    // exports (tests/data/linkerd-2.20-series.tsv of test-support).
+    let missing = test_support::original_series::missing(&metrics, "destination");
+    assert!(missing.is_empty(), "missing {missing:#?} in\n{metrics}");
     assert!(
         metrics.contains(
             "grpc_server_handled_total{grpc_service=\"io.linkerd.proxy.destination.Destination\",grpc_method=\"GetProfile\",grpc_type=\"server_stream\",grpc_code=\"Canceled\"} 0"
@@ -68,6 +80,9 @@ async fn starts_from_the_deploy_args_with_its_service_account() {
         .args([
             format!("--addr={}", free_addr()),
             format!("--admin-addr={admin}"),
+            // Not the default port, which a destination running on the
+            // same machine may hold.
+            format!("--introspection-addr={}", free_addr()),
             format!("--kubeconfig={}", unprivileged.display()),
         ])
         .env("MERIDIAN_LOG", "error")

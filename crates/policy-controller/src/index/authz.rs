@@ -263,6 +263,13 @@ struct NsAuthentications {
 }
 
 impl Authentications {
+    /// Per namespace, its MeshTLSAuthentications and NetworkAuthentications.
+    pub fn counts(&self) -> impl Iterator<Item = (&str, usize, usize)> {
+        self.by_ns
+            .iter()
+            .map(|(ns, a)| (ns.as_str(), a.mesh_tls.len(), a.network.len()))
+    }
+
     /// Sets (or with `None`, removes) a MeshTLSAuthentication; returns
     /// whether anything changed.
     pub fn set_mesh_tls(&mut self, ns: &str, name: &str, ids: Option<Vec<IdentityMatch>>) -> bool {

@@ -23,6 +23,7 @@ mod reindex_tests;
 pub(crate) mod routes;
 mod selector;
 mod server;
+mod sizes;
 #[cfg(test)]
 mod tests;
 mod workload;
@@ -44,6 +45,7 @@ use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::watch;
 
 pub use self::pod::PodObject;
+pub use self::sizes::NamespaceSizes;
 use self::workload::WorkloadState;
 pub use self::{
     authz::{

@@ -104,6 +104,15 @@ pub struct OutboundStats {
     pub watches: usize,
 }
 
+/// Linkerd 2.20's outbound index sizes ([`OutboundIndex::original_sizes`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OriginalSizes {
+    pub by_ip: usize,
+    pub services: usize,
+    pub routes: BTreeMap<String, usize>,
+    pub port_routes: BTreeMap<String, usize>,
+}
+
 impl OutboundIndex {
     pub fn new(cluster: OutboundCluster) -> Self {
         Self {
@@ -131,6 +140,31 @@ impl OutboundIndex {
             services: self.services.len(),
             routes: self.routes.len(),
             watches: self.watch_count + self.egress_watches.len(),
+        }
+    }
+
+    /// Linkerd 2.20's outbound index sizes: Services by ClusterIP,
+    /// Services, and per namespace the routes and the watched Service ports
+    /// (of Services the index holds: a namespace only a request names adds
+    /// no series).
+    pub fn original_sizes(&self) -> OriginalSizes {
+        let mut routes = BTreeMap::<String, usize>::new();
+        for id in self.routes.keys() {
+            *routes.entry(id.namespace.clone()).or_default() += 1;
+        }
+        let mut port_routes = BTreeMap::<String, usize>::new();
+        for (key, watches) in &self.watches {
+            if !self.services.contains_key(key) {
+                continue;
+            }
+            let ports: BTreeSet<NonZeroU16> = watches.keys().map(|(port, _)| *port).collect();
+            *port_routes.entry(key.0.clone()).or_default() += ports.len();
+        }
+        OriginalSizes {
+            by_ip: self.by_ip.len(),
+            services: self.services.len(),
+            routes,
+            port_routes,
         }
     }
 

@@ -14,7 +14,7 @@ use kube::api::PostParams;
 use linkerd2_proxy_api::destination::{
     GetDestination, Update, WeightedAddr, destination_client::DestinationClient, update,
 };
-use test_support::{ServerProcess, TestEnv, free_addr};
+use test_support::{ServerProcess, TestEnv, eventually, free_addr};
 use tonic::{Streaming, transport::Channel};
 
 /// A writer writes the slices of every namespace's Services (its Lease is
@@ -253,4 +253,58 @@ pub fn socket_addr(addr: &WeightedAddr) -> SocketAddr {
 pub fn tcp_addr(addr: &linkerd2_proxy_api::net::TcpAddress) -> SocketAddr {
     let ip: IpAddr = addr.ip.expect("ip").try_into().expect("valid ip");
     SocketAddr::new(ip, u16::try_from(addr.port).expect("port"))
+}
+
+/// The writers' Leases, in the control plane's namespace (`linkerd`).
+pub const LEASES: [&str; 2] = [
+    "policy-controller-write",
+    "linkerd-destination-endpoint-write",
+];
+
+/// Waits until neither Lease is held (absent, or expired: a plane of an
+/// earlier test stopped less than its 30 s ago), then deletes what is left
+/// of them, so a writer would lead at once: a new replica counts a Lease
+/// it finds held as live for a whole duration from when it first saw it,
+/// on its own clock (as client-go does), however old the record.
+pub async fn wait_linkerd_leases_free(env: &TestEnv) {
+    eventually(
+        "the Leases in linkerd free",
+        Duration::from_secs(90),
+        || async {
+            let api = kube::Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
+                env.client.clone(),
+                "linkerd",
+            );
+            for name in LEASES {
+                let spec = api
+                    .get_opt(name)
+                    .await
+                    .expect("get lease")
+                    .and_then(|l| l.spec);
+                let Some(spec) = spec else { continue };
+                let renewed = spec.renew_time.map(|t| t.0.as_second()).unwrap_or_default();
+                let expires = renewed + i64::from(spec.lease_duration_seconds.unwrap_or_default());
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_secs() as i64)
+                    .unwrap_or_default();
+                if spec.holder_identity.is_some_and(|h| !h.is_empty()) && expires >= now {
+                    return Err(format!("{name} held until {expires}"));
+                }
+            }
+            Ok(())
+        },
+    )
+    .await;
+    let api = kube::Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
+        env.client.clone(),
+        "linkerd",
+    );
+    for name in LEASES {
+        match api.delete(name, &Default::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(error) => panic!("deleting the expired Lease {name}: {error}"),
+        }
+    }
 }

@@ -18,7 +18,7 @@ use test_support::{
     ServerProcess, TestEnv, deploy::destination_pod_command, eventually, free_addr,
 };
 
-use crate::common::WRITERS;
+use crate::common::{LINKERD_LEASES, WRITERS, wait_linkerd_leases_free};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -357,9 +357,12 @@ async fn only_the_lease_holder_writes_and_the_other_takes_over() {
 async fn writes_with_the_deploy_rbac() {
     let env = TestEnv::new("ew-rbac").await;
     let _turn = WRITERS.lock().await;
+    // Its Lease is in `linkerd`, where planes of other tests lead too.
+    let _leases = LINKERD_LEASES.lock().await;
     let cluster = env.cluster();
     cluster.ensure_crds();
     cluster.install_deploy_rbac();
+    wait_linkerd_leases_free(&env).await;
     let kubeconfig = cluster.service_account_kubeconfig("linkerd", "linkerd-destination");
     let mut line = destination_pod_command("destination");
     let (addr, admin) = (free_addr(), free_addr());

@@ -16,7 +16,7 @@ use linkerd2_proxy_api::inbound::{
 use test_support::{TestEnv, eventually, next_matching};
 
 use crate::{
-    common::{LINKERD_LEASES, WEB_SERVER_AND_ROUTE, WRITERS},
+    common::{LEASES, LINKERD_LEASES, WEB_SERVER_AND_ROUTE, WRITERS, wait_linkerd_leases_free},
     planes::{Manifest, Plane, PlaneSpec, start_plane},
 };
 
@@ -44,12 +44,6 @@ spec:
 /// How long a writer has to act (it leads at once: no Lease is held).
 const WAIT: Duration = Duration::from_secs(6);
 
-/// The writers' Leases, in the control plane's namespace (`linkerd`).
-const LEASES: [&str; 2] = [
-    "policy-controller-write",
-    "linkerd-destination-endpoint-write",
-];
-
 async fn holder(env: &TestEnv, lease: &str) -> Option<String> {
     kube::Api::<Lease>::namespaced(env.client.clone(), "linkerd")
         .get_opt(lease)
@@ -57,48 +51,6 @@ async fn holder(env: &TestEnv, lease: &str) -> Option<String> {
         .expect("get lease")
         .and_then(|l| l.spec)
         .and_then(|s| s.holder_identity)
-}
-
-/// Waits until neither Lease is held (absent, or expired: a plane of an
-/// earlier test stopped less than its 30 s ago), then deletes what is left
-/// of them, so a writer would lead at once: a new replica counts a Lease
-/// it finds held as live for a whole duration from when it first saw it,
-/// on its own clock (as client-go does), however old the record.
-async fn wait_leases_free(env: &TestEnv) {
-    eventually(
-        "the Leases in linkerd free",
-        Duration::from_secs(90),
-        || async {
-            let api = kube::Api::<Lease>::namespaced(env.client.clone(), "linkerd");
-            for name in LEASES {
-                let spec = api
-                    .get_opt(name)
-                    .await
-                    .expect("get lease")
-                    .and_then(|l| l.spec);
-                let Some(spec) = spec else { continue };
-                let renewed = spec.renew_time.map(|t| t.0.as_second()).unwrap_or_default();
-                let expires = renewed + i64::from(spec.lease_duration_seconds.unwrap_or_default());
-                let now = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| d.as_secs() as i64)
-                    .unwrap_or_default();
-                if spec.holder_identity.is_some_and(|h| !h.is_empty()) && expires >= now {
-                    return Err(format!("{name} held until {expires}"));
-                }
-            }
-            Ok(())
-        },
-    )
-    .await;
-    let api = kube::Api::<Lease>::namespaced(env.client.clone(), "linkerd");
-    for name in LEASES {
-        match api.delete(name, &Default::default()).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.code == 404 => {}
-            Err(error) => panic!("deleting the expired Lease {name}: {error}"),
-        }
-    }
 }
 
 /// The EndpointSlices of `vms` written for its ExternalWorkload.
@@ -151,7 +103,7 @@ async fn the_shadow_writes_nothing_and_takes_no_lease() {
         .meshed("linkerd");
     env.create_ready_pod(&web).await;
 
-    wait_leases_free(&env).await;
+    wait_linkerd_leases_free(&env).await;
     let shadow_name = format!("shadow-{}", env.ns);
     let shadow = start_plane(&env, spec(&env, Manifest::Shadow, &shadow_name)).await;
     // It indexed the Server (the route's parent).

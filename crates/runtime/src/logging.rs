@@ -158,6 +158,40 @@ where
     }
 }
 
+/// What `format` writes for the events `emit` logs (at any level).
+#[cfg(test)]
+pub(crate) fn capture(format: LogFormat, emit: impl FnOnce()) -> String {
+    let buf = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+    let writer = {
+        let buf = buf.clone();
+        move || Sink(buf.clone())
+    };
+    let subscriber = tracing_subscriber::registry()
+        .with(EnvFilter::new("trace"))
+        .with(fmt_layer(format, writer, false));
+    tracing::subscriber::with_default(subscriber, emit);
+    let bytes = buf.lock().map(|b| b.clone()).unwrap_or_default();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+#[cfg(test)]
+/// A log writer into a shared buffer.
+struct Sink(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Sink {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .map_err(|_| std::io::Error::other("poisoned"))?
+            .extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -231,41 +265,15 @@ mod tests {
         assert_eq!(logged("info"), ["ours-info", "h2-info", "h2-warn"]);
     }
 
-    /// A log writer into a shared buffer.
-    struct Sink(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-    impl std::io::Write for Sink {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0
-                .lock()
-                .map_err(|_| std::io::Error::other("poisoned"))?
-                .extend_from_slice(bytes);
-            Ok(bytes.len())
-        }
-
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
     /// The lines `format` writes for three events, one inside a span.
     fn captured(format: LogFormat) -> String {
-        let buf = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
-        let writer = {
-            let buf = buf.clone();
-            move || Sink(buf.clone())
-        };
-        let subscriber = tracing_subscriber::registry()
-            .with(EnvFilter::new("trace"))
-            .with(fmt_layer(format, writer, false));
-        tracing::subscriber::with_default(subscriber, || {
+        capture(format, || {
             tracing::info!(target: "policy_controller::status", lease = "status", leader = true, "leadership changed");
             tracing::warn!(target: "destination::args", flag = "-enable-ipv6", msg = 3, "ignored");
             let span = tracing::info_span!("watch", kind = "Pod");
             let _entered = span.enter();
             tracing::error!(target: "k8s_index", error = %"gone", "watch failed");
-        });
-        String::from_utf8(buf.lock().expect("lock").clone()).expect("utf8")
+        })
     }
 
     /// JSON lines carry logrus's keys and level names, the event's fields

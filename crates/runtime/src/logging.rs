@@ -178,6 +178,7 @@ pub(crate) fn capture(format: LogFormat, emit: impl FnOnce()) -> String {
 /// A log writer into a shared buffer.
 struct Sink(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
 
+#[cfg(test)]
 impl std::io::Write for Sink {
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
         self.0

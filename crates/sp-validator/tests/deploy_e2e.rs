@@ -34,4 +34,8 @@ async fn starts_from_the_deploy_args() {
     assert_eq!(status, 200);
     let missing = test_support::dashboards::missing(&metrics, test_support::dashboards::PROCESS);
     assert!(missing.is_empty(), "missing {missing:?} in\n{metrics}");
+    assert!(
+        test_support::dashboards::build_info(&metrics).is_some(),
+        "no meridian_build_info in\n{metrics}"
+    );
 }

@@ -151,8 +151,9 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
             )
             .with_context(|| format!("starting {}", program.display()))?;
             processes.push(process);
-        }
-        for component in &components {
+            // One at a time: the destination starts once the policy
+            // controller it follows serves (else its first link attempt
+            // fails and warns).
             wait_ready(component.name, component.admin).await?;
         }
         kubectl.run(

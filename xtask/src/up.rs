@@ -37,6 +37,15 @@ pub struct UpArgs {
     pub real_node: bool,
 }
 
+/// The demo's pod name, as a pod's containers see it in `HOSTNAME`: the
+/// destination's EndpointSlice writer and the policy controller's status
+/// writer name their replica with it in their Leases.
+const POD_NAME: &str = "linkerd-destination-local";
+
+/// The demo cluster's domain (the API server's default), which is also the
+/// trust domain the chart passes by default.
+const CLUSTER_DOMAIN: &str = "cluster.local";
+
 /// One of Meridian's containers, run as a local process.
 struct Component {
     name: &'static str,
@@ -115,6 +124,8 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
                     "--admin-addr=127.0.0.1:9996".into(),
                     "--introspection-addr=127.0.0.1:9986".into(),
                     "--policy-addr=http://127.0.0.1:8091".into(),
+                    format!("--identity-trust-domain={CLUSTER_DOMAIN}"),
+                    format!("--cluster-domain={CLUSTER_DOMAIN}"),
                 ],
             },
             Component {
@@ -131,16 +142,18 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
         let mut processes = Vec::new();
         for component in &components {
             let program = profile_dir.join(component.name);
-            let process = ManagedProcess::spawn_inheriting_output(
+            let process = ManagedProcess::spawn_inheriting_output_with_env(
                 component.name,
                 &program,
                 &component.args,
+                &[("HOSTNAME", POD_NAME)],
                 Lifetime::Tied,
             )
             .with_context(|| format!("starting {}", program.display()))?;
             processes.push(process);
-        }
-        for component in &components {
+            // One at a time: the destination starts once the policy
+            // controller it follows serves (else its first link attempt
+            // fails and warns).
             wait_ready(component.name, component.admin).await?;
         }
         kubectl.run(

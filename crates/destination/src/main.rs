@@ -20,6 +20,7 @@ async fn main() -> anyhow::Result<()> {
     let (args, normalised) = GO_FLAGS.parse::<Args>();
     args.log.init()?;
     normalised.log_ignored();
+    meridian_runtime::build_info::log_start("destination");
     #[cfg(all(feature = "jemalloc", not(feature = "mimalloc")))]
     meridian_runtime::jemalloc::purge_in_background();
     destination::runtime::run(args).await

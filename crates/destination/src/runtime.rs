@@ -305,6 +305,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let shutdown = Shutdown::on_signals().context("installing signal handlers")?;
     let mut registry = Registry::default();
     meridian_runtime::process_metrics::register(&mut registry);
+    meridian_runtime::build_info::register(&mut registry);
     // The Kubernetes client's requests, as the original's `client="k8s"`.
     let client_metrics =
         meridian_runtime::http_client_metrics::HttpClientMetrics::register(&mut registry, "k8s");

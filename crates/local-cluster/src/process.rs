@@ -67,7 +67,21 @@ impl ManagedProcess {
         args: &[String],
         lifetime: Lifetime,
     ) -> std::io::Result<Self> {
-        Self::start(name, Command::new(program), args, PathBuf::new(), lifetime)
+        Self::spawn_inheriting_output_with_env(name, program, args, &[], lifetime)
+    }
+
+    /// [`Self::spawn_inheriting_output`] with `env` added to the child's
+    /// environment.
+    pub fn spawn_inheriting_output_with_env(
+        name: &str,
+        program: &Path,
+        args: &[String],
+        env: &[(&str, &str)],
+        lifetime: Lifetime,
+    ) -> std::io::Result<Self> {
+        let mut command = Command::new(program);
+        command.envs(env.iter().copied());
+        Self::start(name, command, args, PathBuf::new(), lifetime)
     }
 
     /// Starts `command` in its own process group, tied to this thread if asked.

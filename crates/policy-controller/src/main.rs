@@ -18,6 +18,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     args.log.init()?;
+    meridian_runtime::build_info::log_start("policy-controller");
     #[cfg(all(feature = "jemalloc", not(feature = "mimalloc")))]
     meridian_runtime::jemalloc::purge_in_background();
     policy_controller::runtime::run(args).await

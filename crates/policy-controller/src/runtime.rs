@@ -51,6 +51,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     // `resource_status_*`); Meridian's own under `policy_`.
     let mut root = Registry::default();
     meridian_runtime::process_metrics::register(&mut root);
+    meridian_runtime::build_info::register(&mut root);
     let grpc_server_metrics = grpc_stream::metrics::GrpcServerMetrics::register(
         &mut root,
         grpc_stream::metrics::CodeNames::Rust,

@@ -128,6 +128,10 @@ async fn starts_from_the_deploy_args_with_its_service_account() {
     // exports (tests/data/linkerd-2.20-series.tsv of test-support).
     let missing = test_support::original_series::missing(&metrics, "policy");
     assert!(missing.is_empty(), "missing {missing:#?} in\n{metrics}");
+    assert!(
+        test_support::dashboards::build_info(&metrics).is_some(),
+        "no meridian_build_info in\n{metrics}"
+    );
     let handled = format!(
         "grpc_server_handled_total{{grpc_service=\"io.linkerd.proxy.outbound.OutboundPolicies\",grpc_method=\"Get\",grpc_type=\"unary\",grpc_code=\"{code}\"}} 1"
     );

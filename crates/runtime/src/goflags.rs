@@ -14,7 +14,7 @@
 //!   never takes the next argument;
 //! - a Go flag with a Meridian meaning is renamed (and its value translated
 //!   if needed); a Go flag Meridian has no use for is accepted and reported
-//!   in [`Normalised::ignored`], to be logged once at start-up;
+//!   in [`Normalised::ignored`], to be warned of once at start-up;
 //! - Meridian's own clap flags keep working, with one or two dashes;
 //! - a flag in neither set is an error naming it, as Go's
 //!   `flag provided but not defined: -name`;
@@ -111,12 +111,23 @@ pub struct Normalised {
 }
 
 impl Normalised {
-    /// Logs each ignored flag once. Call after the subscriber is installed.
+    /// Warns of each ignored flag once, naming it (with its last value,
+    /// the one Go's `flag` keeps). Call after the subscriber is installed.
     pub fn log_ignored(&self) {
-        for flag in &self.ignored {
-            tracing::info!(
+        let mut seen = std::collections::HashSet::new();
+        for first in &self.ignored {
+            if !seen.insert(first.name) {
+                continue;
+            }
+            let flag = self
+                .ignored
+                .iter()
+                .rfind(|f| f.name == first.name)
+                .unwrap_or(first);
+            tracing::warn!(
                 flag = %format!("-{}={}", flag.name, flag.value),
-                "accepted for compatibility, no effect: {}",
+                "-{} is accepted for compatibility and has no effect: {}",
+                flag.name,
                 flag.why
             );
         }
@@ -496,6 +507,30 @@ mod tests {
             ]
         );
         assert_eq!(n.args, vec![OsString::from("demo")]);
+    }
+
+    /// Each ignored flag is one WARN line naming it, however often given.
+    #[test]
+    fn ignored_flags_are_warned_of_once() {
+        let (_, n) = ok(&[
+            "-enable-pprof=false",
+            "-trace-collector=oc:1",
+            "-enable-pprof",
+        ]);
+        let text = crate::logging::capture(crate::logging::LogFormat::Plain, || n.log_ignored());
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert!(lines.iter().all(|l| l.contains(" WARN ")), "{text}");
+        assert!(
+            lines[1].contains("-trace-collector is accepted for compatibility")
+                && lines[1].contains("flag=-trace-collector=oc:1"),
+            "{text}"
+        );
+        assert!(
+            lines[0].contains("-enable-pprof is accepted")
+                && lines[0].contains("flag=-enable-pprof=true"),
+            "{text}"
+        );
     }
 
     #[test]

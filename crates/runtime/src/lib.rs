@@ -8,12 +8,14 @@
 //! Replicas that write elect one leader through a Lease ([`lease`]).
 //! Address flags all read the same forms ([`addr`]), and binaries that the
 //! original's Helm chart starts read its Go-style flags ([`goflags`]).
-//! Every binary exports the standard process metrics ([`process_metrics`]).
+//! Every binary exports the standard process metrics ([`process_metrics`])
+//! and says which build it is ([`build_info`]).
 //! With the `jemalloc` feature, `jemalloc` returns the memory jemalloc
 //! holds freed to the system.
 
 pub mod addr;
 pub mod admin;
+pub mod build_info;
 pub mod coalesce;
 pub mod goflags;
 pub mod http_client_metrics;

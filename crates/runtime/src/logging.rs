@@ -9,9 +9,19 @@
 //! and every library at `warn`, as it is for the original. (The Go
 //! controllers' plain levels are translated by
 //! [`crate::goflags::go_log_level`].)
+//!
+//! Every binary logs to stderr, as the Go controllers do. `--log-format
+//! json` writes the Go controllers' keys (`time`, `level`, `msg`) with
+//! the event's fields beside them ([`json`]).
+
+pub mod json;
 
 use clap::{Args, ValueEnum};
-use tracing_subscriber::{EnvFilter, fmt, prelude::*};
+use tracing::Subscriber;
+use tracing_subscriber::{
+    EnvFilter, Layer, fmt, fmt::MakeWriter, fmt::format::JsonFields, prelude::*,
+    registry::LookupSpan,
+};
 
 /// The `tracing` targets of Meridian's own crates: what a directive for
 /// the original's `linkerd` crates means here.
@@ -59,7 +69,8 @@ pub enum LogFormat {
     /// Human-readable lines.
     #[default]
     Plain,
-    /// One JSON object per line, for log pipelines.
+    /// One JSON object per line, for log pipelines: the Go controllers'
+    /// keys (`time`, `level`, `msg`), the event's fields beside them.
     Json,
 }
 
@@ -96,24 +107,11 @@ impl LogArgs {
             value: self.log_level.clone(),
             source,
         })?;
-        let registry = tracing_subscriber::registry().with(filter);
-        let installed = match self.log_format {
-            LogFormat::Plain => registry
-                .with(
-                    fmt::layer()
-                        .with_target(true)
-                        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout())),
-                )
-                .try_init(),
-            LogFormat::Json => registry
-                .with(
-                    fmt::layer()
-                        .json()
-                        .flatten_event(true)
-                        .with_current_span(false),
-                )
-                .try_init(),
-        };
+        let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+        let installed = tracing_subscriber::registry()
+            .with(filter)
+            .with(fmt_layer(self.log_format, std::io::stderr, ansi))
+            .try_init();
         installed.map_err(|_| LogError::AlreadyInstalled)
     }
 
@@ -136,6 +134,62 @@ impl LogArgs {
             directives.push_str(",kube_client::client::builder=off");
         }
         directives
+    }
+}
+
+/// The layer writing `format`'s lines to `writer` (stderr in the
+/// binaries), with colours when `ansi` (plain only).
+pub fn fmt_layer<S, W>(format: LogFormat, writer: W, ansi: bool) -> Box<dyn Layer<S> + Send + Sync>
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
+{
+    match format {
+        LogFormat::Plain => fmt::layer()
+            .with_target(true)
+            .with_ansi(ansi)
+            .with_writer(writer)
+            .boxed(),
+        LogFormat::Json => fmt::layer()
+            .event_format(json::GoJson)
+            .fmt_fields(JsonFields::new())
+            .with_writer(writer)
+            .boxed(),
+    }
+}
+
+/// What `format` writes for the events `emit` logs (at any level).
+#[cfg(test)]
+pub(crate) fn capture(format: LogFormat, emit: impl FnOnce()) -> String {
+    let buf = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+    let writer = {
+        let buf = buf.clone();
+        move || Sink(buf.clone())
+    };
+    let subscriber = tracing_subscriber::registry()
+        .with(EnvFilter::new("trace"))
+        .with(fmt_layer(format, writer, false));
+    tracing::subscriber::with_default(subscriber, emit);
+    let bytes = buf.lock().map(|b| b.clone()).unwrap_or_default();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+#[cfg(test)]
+/// A log writer into a shared buffer.
+struct Sink(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+#[cfg(test)]
+impl std::io::Write for Sink {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .map_err(|_| std::io::Error::other("poisoned"))?
+            .extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -212,21 +266,77 @@ mod tests {
         assert_eq!(logged("info"), ["ours-info", "h2-info", "h2-warn"]);
     }
 
-    /// A log writer into a shared buffer.
-    struct Sink(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+    /// The lines `format` writes for three events, one inside a span.
+    fn captured(format: LogFormat) -> String {
+        capture(format, || {
+            tracing::info!(target: "policy_controller::status", lease = "status", leader = true, "leadership changed");
+            tracing::warn!(target: "destination::args", flag = "-enable-ipv6", msg = 3, "ignored");
+            let span = tracing::info_span!("watch", kind = "Pod");
+            let _entered = span.enter();
+            tracing::error!(target: "k8s_index", error = %"gone", "watch failed");
+        })
+    }
 
-    impl std::io::Write for Sink {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0
-                .lock()
-                .map_err(|_| std::io::Error::other("poisoned"))?
-                .extend_from_slice(bytes);
-            Ok(bytes.len())
+    /// JSON lines carry logrus's keys and level names, the event's fields
+    /// beside `msg`, and a clashing field under `fields.<name>`.
+    #[test]
+    fn json_lines_have_the_go_controllers_keys() {
+        let text = captured(LogFormat::Json);
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+            .collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        for line in &lines {
+            let time = line["time"].as_str().expect("time");
+            assert!(
+                time.len() >= 20 && time.as_bytes()[10] == b'T' && time.ends_with('Z'),
+                "RFC 3339: {time}"
+            );
+            assert!(line.get("timestamp").is_none() && line.get("message").is_none());
+            assert!(
+                line.get("fields").is_none(),
+                "fields sit beside msg: {line}"
+            );
         }
+        assert_eq!(lines[0]["level"], "info");
+        assert_eq!(lines[0]["msg"], "leadership changed");
+        assert_eq!(lines[0]["lease"], "status");
+        assert_eq!(lines[0]["leader"], true);
+        assert_eq!(lines[0]["target"], "policy_controller::status");
+        assert_eq!(lines[1]["level"], "warning");
+        assert_eq!(lines[1]["msg"], "ignored");
+        assert_eq!(lines[1]["flag"], "-enable-ipv6");
+        assert_eq!(lines[1]["fields.msg"], 3);
+        assert_eq!(lines[2]["level"], "error");
+        assert_eq!(lines[2]["error"], "gone");
+        assert_eq!(
+            lines[2]["spans"],
+            serde_json::json!([{"name": "watch", "kind": "Pod"}])
+        );
+    }
 
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
+    /// Plain lines stay readable: level, target, message, fields.
+    #[test]
+    fn plain_lines_stay_readable() {
+        let text = captured(LogFormat::Plain);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert!(!text.contains("\"msg\""), "not JSON: {text}");
+        assert!(
+            lines[0].contains(
+                " INFO policy_controller::status: leadership changed lease=\"status\" leader=true"
+            ),
+            "{text}"
+        );
+        assert!(
+            lines[1].contains(" WARN destination::args: ignored"),
+            "{text}"
+        );
+        assert!(
+            lines[2].contains("ERROR watch{kind=\"Pod\"}: k8s_index: watch failed error=gone"),
+            "{text}"
+        );
     }
 
     #[test]

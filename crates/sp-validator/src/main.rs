@@ -22,12 +22,14 @@ async fn main() -> anyhow::Result<()> {
     let (args, normalised) = GO_FLAGS.parse::<Args>();
     args.log.init()?;
     normalised.log_ignored();
+    meridian_runtime::build_info::log_start("sp-validator");
     let shutdown = Shutdown::on_signals().context("installing signal handlers")?;
 
     let readiness = Readiness::default();
     let tls_ready = readiness.register("webhook TLS");
     let mut registry = Registry::default();
     meridian_runtime::process_metrics::register(&mut registry);
+    meridian_runtime::build_info::register(&mut registry);
     let metrics = admission::Metrics::register(registry.sub_registry_with_prefix("sp_validator"));
     let peers = ConnectionMetrics::register(&mut registry);
     let admin = AdminServer::bind(args.admin_addr, readiness, Arc::new(registry), &peers)

@@ -38,4 +38,8 @@ async fn starts_from_the_deploy_args() {
     // exports (tests/data/linkerd-2.20-series.tsv of test-support).
     let missing = test_support::original_series::missing(&metrics, "sp-validator");
     assert!(missing.is_empty(), "missing {missing:#?} in\n{metrics}");
+    assert!(
+        test_support::dashboards::build_info(&metrics).is_some(),
+        "no meridian_build_info in\n{metrics}"
+    );
 }

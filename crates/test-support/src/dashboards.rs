@@ -62,6 +62,18 @@ pub fn missing(scrape: &str, wanted: &[&str]) -> Vec<String> {
         .collect()
 }
 
+/// The `meridian_build_info{version,commit,profile} 1` line every binary
+/// exports (which build runs; Linkerd's controllers have no such series),
+/// if the scrape has it.
+pub fn build_info(scrape: &str) -> Option<&str> {
+    scrape.lines().find(|line| {
+        line.starts_with("meridian_build_info{version=\"")
+            && line.contains("\",commit=\"")
+            && line.contains("\",profile=\"")
+            && line.ends_with("\"} 1")
+    })
+}
+
 fn has_series(line: &str, name: &str) -> bool {
     let Some(rest) = line.strip_prefix(name) else {
         return false;

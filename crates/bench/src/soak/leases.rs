@@ -178,8 +178,8 @@ fn events(
         .lines()
         .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
         .filter_map(|v| {
-            let at: Timestamp = v["timestamp"].as_str()?.parse().ok()?;
-            let message = v["message"].as_str()?;
+            let at: Timestamp = v["time"].as_str()?.parse().ok()?;
+            let message = v["msg"].as_str()?;
             if v["lease"] == lease && message.contains("leadership changed") {
                 return Some((at, Event::Leads(v["leader"].as_bool()?)));
             }
@@ -320,7 +320,7 @@ mod tests {
     use super::*;
 
     fn line(at: &str, message: &str, extra: &str) -> String {
-        format!(r#"{{"timestamp":"{at}","level":"INFO","message":"{message}"{extra}}}"#)
+        format!(r#"{{"time":"{at}","level":"info","msg":"{message}"{extra}}}"#)
     }
 
     fn leads(at: &str, leader: bool) -> String {

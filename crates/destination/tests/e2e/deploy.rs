@@ -60,6 +60,10 @@ async fn starts_from_the_deploy_args_with_its_service_account() {
     let missing = test_support::original_series::missing(&metrics, "destination");
     assert!(missing.is_empty(), "missing {missing:#?} in\n{metrics}");
     assert!(
+        test_support::dashboards::build_info(&metrics).is_some(),
+        "no meridian_build_info in\n{metrics}"
+    );
+    assert!(
         metrics.contains(
             "grpc_server_handled_total{grpc_service=\"io.linkerd.proxy.destination.Destination\",grpc_method=\"GetProfile\",grpc_type=\"server_stream\",grpc_code=\"Canceled\"} 0"
         ),

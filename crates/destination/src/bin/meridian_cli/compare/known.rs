@@ -67,6 +67,10 @@ pub const KNOWN: &[Known] = &[
 #[cfg(test)]
 const NOT_ASKED: &[(&str, &str)] = &[
     (
+        "Metrics name only what exists",
+        "compare reads answers, not metrics",
+    ),
+    (
         "Slow subscribers are coalesced, not disconnected",
         "compare reads every message at once",
     ),

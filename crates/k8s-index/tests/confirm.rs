@@ -112,9 +112,11 @@ async fn each_outcome_against_the_api_server() {
         .confirm::<Service>("services", by_ip, || holds(&index, &env, "by-ip"))
         .await;
     assert_eq!(outcome, Confirmation::CaughtUp);
+    // Outside the local cluster's Service range (10.0.0.0/24, which the
+    // tests running beside this one may fill): no Service can have it.
     let nobody = Query::Selected {
         namespace: None,
-        fields: "spec.clusterIP=10.0.0.254".into(),
+        fields: "spec.clusterIP=192.0.2.254".into(),
         labels: None,
     };
     let outcome = confirmer

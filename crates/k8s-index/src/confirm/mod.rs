@@ -71,8 +71,9 @@ pub const CHECKS_PER_SECOND: f64 = 9.0;
 pub const CHECK_BURST: f64 = 1.0;
 
 /// The longest a miss waits for a request slot, or without one for its
-/// index, before it is refused.
-pub const MAX_SLOT_WAIT: Duration = Duration::from_millis(200);
+/// index, before it is refused: short enough that a miss with a slot is
+/// answered, request included, or a refused one refused, within 200 ms.
+pub const MAX_SLOT_WAIT: Duration = Duration::from_millis(150);
 
 /// Lookups of a process that may wait for their index without a request
 /// slot at once; more are refused at once.

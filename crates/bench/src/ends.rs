@@ -80,6 +80,13 @@ pub fn stream_ended(reason: String, key: Option<usize>) {
     count(Kind::Stream, reason, false);
 }
 
+/// A stream was refused with an answer the benchmark expects in any phase
+/// (e.g. `NotFound` for a `Get` of a Service it deleted); counted, never
+/// discarded.
+pub fn stream_refused_as_expected(reason: String) {
+    count(Kind::Stream, reason, true);
+}
+
 /// Starts counting keyed stream ends afresh: a benchmark that measures
 /// several servers one after another calls it before each one's streams,
 /// so that the last one's torn-down streams do not count as this one's

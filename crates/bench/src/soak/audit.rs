@@ -38,6 +38,10 @@ pub struct World {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Expected {
     Addrs(BTreeSet<SocketAddr>),
+    /// `Get` of a Service that does not exist: refused `NotFound` (as the
+    /// original refuses it; the client retries), or, on a stream opened
+    /// before the Service went, no addresses.
+    NoService,
     Profile(ProfileView),
     /// `None`: the pod does not exist (the stream cannot be served).
     Inbound(Option<InboundView>),
@@ -125,6 +129,11 @@ impl World {
                 service,
                 port,
                 node,
+            } if !self.services.contains_key(service) => Expected::NoService,
+            Target::Get {
+                service,
+                port,
+                node,
             } => {
                 let slices: Vec<&EndpointSlice> = self
                     .slices
@@ -194,19 +203,22 @@ pub fn wrong_streams(
             .entry(&stream.target)
             .or_insert_with(|| world.expected(&stream.target));
         let h = stream.holding();
-        let ok = h.connected
-            && match expected {
-                Expected::Addrs(addrs) => h.addrs == *addrs,
-                Expected::Profile(view) => h.profile.as_ref() == Some(view),
-                Expected::Inbound(view) => h.inbound.as_ref() == view.as_ref(),
-            };
+        let ok = match expected {
+            Expected::NoService => h.addrs.is_empty() && (h.connected || h.not_found),
+            _ => h.connected,
+        } && match expected {
+            Expected::NoService => true,
+            Expected::Addrs(addrs) => h.addrs == *addrs,
+            Expected::Profile(view) => h.profile.as_ref() == Some(view),
+            Expected::Inbound(view) => h.inbound.as_ref() == view.as_ref(),
+        };
         if !ok {
             wrong.push(Wrong {
                 target: stream.target.clone(),
                 connected: h.connected,
                 replica: h.replica,
                 held: match expected {
-                    Expected::Addrs(_) => format_addrs(&h.addrs),
+                    Expected::Addrs(_) | Expected::NoService => format_addrs(&h.addrs),
                     Expected::Profile(_) => h
                         .profile
                         .as_ref()
@@ -218,6 +230,7 @@ pub fn wrong_streams(
                 },
                 expected: match expected {
                     Expected::Addrs(addrs) => format_addrs(addrs),
+                    Expected::NoService => "NotFound (no such Service)".into(),
                     Expected::Profile(view) => view.to_string(),
                     Expected::Inbound(view) => view
                         .as_ref()

@@ -93,6 +93,9 @@ pub struct Holding {
     pub anomalies: u64,
     /// The last error that ended a stream (or failed to open one).
     pub last_error: Option<String>,
+    /// The last attempt to open was refused `NotFound` (a `Get` of a
+    /// Service that does not exist).
+    pub not_found: bool,
 }
 
 /// A running client stream and its holding.
@@ -260,6 +263,7 @@ impl Drop for Attached<'_> {
 fn start(holding: &Mutex<Holding>) {
     let mut h = lock(holding);
     h.connected = true;
+    h.not_found = false;
     h.addrs.clear();
     h.profile = None;
     h.inbound = None;
@@ -269,8 +273,20 @@ fn start(holding: &Mutex<Holding>) {
 /// A stream failed to open, or ended with `status` (counted in
 /// [`crate::ends`]).
 fn failed(holding: &Mutex<Holding>, status: &tonic::Status) -> u64 {
-    crate::ends::stream_ended(crate::ends::describe_status(status), None);
-    lock(holding).last_error = Some(format!("{:?}: {}", status.code(), status.message()));
+    let mut h = lock(holding);
+    h.last_error = Some(format!("{:?}: {}", status.code(), status.message()));
+    // Refused for a Service that does not exist (the soak deletes some):
+    // nothing is held, and the audit checks that the Service is absent.
+    h.not_found = status.code() == tonic::Code::NotFound;
+    let reason = crate::ends::describe_status(status);
+    if h.not_found {
+        crate::ends::stream_refused_as_expected(reason);
+    } else {
+        crate::ends::stream_ended(reason, None);
+    }
+    if h.not_found {
+        h.addrs.clear();
+    }
     0
 }
 

@@ -38,7 +38,8 @@ impl DestinationService {
                 error,
             }
         })?;
-        // A Service created a moment ago is followed as it is, not as missing.
+        // A Service created a moment ago is followed as it is, and one the
+        // index misses is `NotFound` only once the API server agrees.
         self.confirm_service(&get.target.service)
             .await
             .map_err(|_| RequestError::MissBudget {
@@ -49,12 +50,11 @@ impl DestinationService {
             .read()
             .service(&get.target.service)
             .map(|svc| discovery(svc))
-            .transpose()
+            .ok_or_else(|| RequestError::NoSuchService(get.target.service.clone()))?
             .map_err(|error| RequestError::Discovery {
                 path: request.path.clone(),
                 error,
-            })?
-            .unwrap_or(Discovery::Local);
+            })?;
         match discovery {
             Discovery::Local => {
                 let group = (get.target.service, get.target.port, get.key);

@@ -5,7 +5,7 @@
 use tonic::Status;
 
 use crate::{
-    core::{authority::AuthorityError, discovery::DiscoveryError},
+    core::{ServiceId, authority::AuthorityError, discovery::DiscoveryError},
     index::{SubscribeError, profiles::ProfileLookupError},
 };
 
@@ -28,6 +28,9 @@ pub enum RequestError {
     Discovery { path: String, error: DiscoveryError },
     /// A remote-discovery Service names a cluster that is not linked.
     UnknownCluster(String),
+    /// `Get` of a Service that does not exist (checked with the API server
+    /// when the index missed it).
+    NoSuchService(ServiceId),
     /// The lookup missed the index and the request budget of such misses
     /// is spent: no answer that may depend on a lagging watch is given.
     MissBudget { path: String },
@@ -48,6 +51,9 @@ impl RequestError {
             }
             Self::UnknownCluster(cluster) => {
                 Status::not_found(format!("Remote cluster not found: {cluster}"))
+            }
+            Self::NoSuchService(id) => {
+                Status::not_found(format!("Service {}.{} not found", id.name, id.namespace))
             }
             Self::MissBudget { path } => Status::unavailable(format!(
                 "too many lookups missed the index; retry {path} later"

@@ -88,14 +88,18 @@ async fn service_deletion_and_recreation_on_one_open_stream() {
     let env = TestEnv::new("dst-svc").await;
     let dst = start_destination(&env, free_addr()).await;
     let mut client = client(dst.addr).await;
-    let mut stream = EndpointStream::open(&mut client, &authority(&env, "api", 8080), "")
+    // A Service that does not exist is NotFound, as the original answers.
+    let missing = EndpointStream::open(&mut client, &authority(&env, "api", 8080), "")
         .await
-        .expect("a missing service is not an error");
-    stream.next().await;
-    assert_eq!(stream.no_endpoints, Some(false), "missing service");
+        .err()
+        .expect("a missing service is refused");
+    assert_eq!(missing.code(), tonic::Code::NotFound, "{missing:?}");
 
     let ip = ready_pod(&env, "api", "api-0").await;
     create_service(&env, "api", vec![(8080, IntOrString::Int(8080))], false).await;
+    let mut stream = EndpointStream::open(&mut client, &authority(&env, "api", 8080), "")
+        .await
+        .expect("the created service opens");
     stream
         .wait_addrs("the created service's endpoint", &at(&[ip], 8080))
         .await;

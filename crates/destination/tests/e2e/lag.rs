@@ -158,13 +158,17 @@ async fn asked_before_it_exists_then_followed_into_existence() {
         "the default profile of the name"
     );
     assert!(!default.opaque_protocol && default.routes.is_empty());
-    let mut get = EndpointStream::open(&mut client, &path, "")
+    // `Get` of a Service that does not exist is the original's `NotFound`,
+    // once the API server agrees.
+    let refused = EndpointStream::open(&mut client, &path, "")
         .await
-        .expect("Get opens");
-    get.wait_for("NoEndpoints{exists: false}", |s| {
-        s.no_endpoints == Some(false)
-    })
-    .await;
+        .err()
+        .expect("Get of a missing Service is refused");
+    assert_eq!(refused.code(), tonic::Code::NotFound, "{refused:?}");
+    assert_eq!(
+        refused.message(),
+        format!("Service later.{} not found", env.ns)
+    );
 
     env.api::<Service>()
         .create(&PostParams::default(), &opaque_service("later"))
@@ -175,6 +179,9 @@ async fn asked_before_it_exists_then_followed_into_existence() {
         opaque.opaque_protocol,
         "the same stream follows the Service's annotation: {opaque:?}"
     );
+    let mut get = EndpointStream::open(&mut client, &path, "")
+        .await
+        .expect("Get opens once the Service exists");
     get.wait_for("NoEndpoints{exists: true}", |s| {
         s.no_endpoints == Some(true)
     })

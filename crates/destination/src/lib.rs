@@ -63,3 +63,4 @@ pub mod original_metrics;
 pub mod policy_link;
 pub mod proto;
 pub mod runtime;
+pub mod unsupported;

@@ -85,8 +85,8 @@ pub struct Args {
     /// The chart's `enableEndpointSlices`. Meridian serves from
     /// EndpointSlices only (and runs the leader-elected writer of
     /// EndpointSlices for Services selecting ExternalWorkloads, as the
-    /// original does with slices enabled): `false` is refused at start
-    /// ([`ENDPOINTS_UNSUPPORTED`]).
+    /// original does with slices enabled): with `false` the process stays
+    /// up, not ready, and says why ([`crate::unsupported`]).
     #[arg(long, action = ArgAction::Set, default_value_t = true)]
     pub enable_endpoint_slices: bool,
 
@@ -257,20 +257,6 @@ const WRITER_STOP_GRACE: Duration = Duration::from_secs(10);
 /// before the server's own graceful shutdown starts.
 const STREAM_DRAIN_GRACE: Duration = Duration::from_secs(5);
 
-/// Why `-enable-endpoint-slices=false` is refused. The Linkerd 2.20 chart
-/// renders it for `enableEndpointSlices: false`, and then grants the
-/// destination no access to EndpointSlices at all (its ClusterRole lists
-/// `discovery.k8s.io/endpointslices` only when the value is true): the
-/// original reads v1 Endpoints instead. Meridian reads EndpointSlices only
-/// (v1 Endpoints are deprecated since Kubernetes 1.33 and carry no
-/// topology, dual-stack or terminating state), so it would wait for a
-/// watch it may never run; it says so and exits instead.
-pub const ENDPOINTS_UNSUPPORTED: &str = "-enable-endpoint-slices=false (the Linkerd chart's \
-    `enableEndpointSlices: false`) is not supported: Meridian serves from \
-    discovery.k8s.io/v1 EndpointSlices only and does not read v1 Endpoints, and with \
-    this value the chart grants the linkerd-destination ServiceAccount no access to \
-    EndpointSlices. Set `enableEndpointSlices: true` (the chart's default) to run Meridian";
-
 /// The EndpointSlice writer and its Lease claimant (`HOSTNAME`, the pod
 /// name), if `HOSTNAME` is set and the writer is not disabled.
 fn slice_writer(args: &Args, registry: &mut Registry) -> Option<(SliceWriter, String)> {
@@ -299,7 +285,7 @@ fn slice_writer(args: &Args, registry: &mut Registry) -> Option<(SliceWriter, St
 /// Runs the destination until SIGTERM/SIGINT.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     if !args.enable_endpoint_slices {
-        anyhow::bail!(ENDPOINTS_UNSUPPORTED);
+        return crate::unsupported::wait(&args).await;
     }
     let config = Arc::new(args.translator_config().context("invalid flags")?);
     let shutdown = Shutdown::on_signals().context("installing signal handlers")?;

@@ -104,6 +104,38 @@ impl ServerProcess {
         process
     }
 
+    /// [`Self::spawn`] with extra environment variables.
+    pub fn spawn_with_env(
+        program: &Path,
+        args: &[String],
+        admin_addr: SocketAddr,
+        envs: &[(&str, &str)],
+    ) -> Self {
+        Self::spawn_inner(program, args, admin_addr, None, envs)
+    }
+
+    /// Waits up to 60 s for `/live` to answer 200 (a process that serves
+    /// its admin port but must not be ready); panics otherwise or if the
+    /// process exits meanwhile.
+    pub async fn wait_live(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut last = String::new();
+        while Instant::now() < deadline {
+            if let Some(child) = self.child.as_mut()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                panic!("{} exited during start-up: {status}", self.name);
+            }
+            match http_get(self.admin_addr, "/live").await {
+                Ok((200, _)) => return,
+                Ok((status, body)) => last = format!("{status} {body}"),
+                Err(e) => last = e.to_string(),
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("{} not live after 60s: {last}", self.name);
+    }
+
     /// [`Self::spawn`], its log lines (stdout and stderr, at `warn` unless
     /// `MERIDIAN_LOG` says otherwise) written to `log` if given, for tests
     /// that read them.

@@ -111,28 +111,65 @@ async fn starts_from_the_deploy_args_with_its_service_account() {
 
 /// The chart's `enableEndpointSlices: false` renders
 /// `-enable-endpoint-slices=false` (and no EndpointSlice RBAC): the
-/// destination refuses to start, naming the chart value, instead of waiting
-/// forever for a watch it cannot run.
-#[test]
-fn refuses_the_charts_enable_endpoint_slices_false() {
+/// destination stays up and not ready, naming the chart value in `/ready`
+/// and in a Warning Event on its pod, instead of a crash loop or waiting
+/// silently for a watch it cannot run; SIGTERM stops it cleanly.
+#[tokio::test]
+async fn stays_unready_naming_the_charts_enable_endpoint_slices_false() {
+    let env = TestEnv::new("deploy-noslices").await;
     let mut line = destination_pod_command("destination");
     line.retain(|a| !a.starts_with("-enable-endpoint-slices"));
     line.push("-enable-endpoint-slices=false".into());
+    let admin = free_addr();
     line.extend([
         format!("-addr={}", free_addr()),
-        format!("-metrics-addr={}", free_addr()),
-        "-kubeconfig=/nonexistent".into(),
+        format!("-metrics-addr={admin}"),
+        format!("-kubeconfig={}", env.cluster().kubeconfig().display()),
+        format!("-controller-namespace={}", env.ns),
     ]);
-    let out = Command::new(env!("CARGO_BIN_EXE_destination"))
-        .args(&line)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run destination");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
+    let pod = "linkerd-destination-noslices";
+    let mut dst = ServerProcess::spawn_with_env(
+        env!("CARGO_BIN_EXE_destination").as_ref(),
+        &line,
+        admin,
+        &[("HOSTNAME", pod)],
+    );
+    dst.wait_live().await;
+    let (status, body) = dst.admin_get("/ready").await;
+    assert_eq!(status, 503, "{body}");
     assert!(
-        stderr.contains("`enableEndpointSlices: false`) is not supported")
-            && stderr.contains("Set `enableEndpointSlices: true`"),
-        "{stderr}"
+        body.contains("`enableEndpointSlices: false`) is not supported")
+            && body.contains("Set `enableEndpointSlices: true`"),
+        "{body}"
+    );
+    assert_eq!(dst.admin_get("/live").await.0, 200);
+    let events =
+        kube::Api::<k8s_openapi::api::core::v1::Event>::namespaced(env.client.clone(), &env.ns);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let event = loop {
+        let listed = events.list(&Default::default()).await.expect("list Events");
+        if let Some(event) = listed
+            .items
+            .into_iter()
+            .find(|e| e.involved_object.name.as_deref() == Some(pod))
+        {
+            break event;
+        }
+        assert!(Instant::now() < deadline, "no Event on {pod}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(event.reason.as_deref(), Some("UnsupportedValue"));
+    assert_eq!(event.type_.as_deref(), Some("Warning"));
+    assert!(
+        event
+            .message
+            .as_deref()
+            .is_some_and(|m| m.contains("enableEndpointSlices: false")),
+        "{event:?}"
+    );
+    assert!(dst.is_running(), "it stays up");
+    assert!(
+        dst.terminate(Duration::from_secs(10)),
+        "SIGTERM ends it cleanly"
     );
 }

@@ -291,6 +291,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let shutdown = Shutdown::on_signals().context("installing signal handlers")?;
     let mut registry = Registry::default();
     meridian_runtime::process_metrics::register(&mut registry);
+    // The memory panels of Linkerd's Health dashboard, from jemalloc.
+    #[cfg(all(feature = "jemalloc", not(feature = "mimalloc")))]
+    meridian_runtime::jemalloc::register_metrics(&mut registry);
     meridian_runtime::build_info::register(&mut registry);
     // The Kubernetes client's requests, as the original's `client="k8s"`.
     let client_metrics =

@@ -51,6 +51,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     // `resource_status_*`); Meridian's own under `policy_`.
     let mut root = Registry::default();
     meridian_runtime::process_metrics::register(&mut root);
+    // The memory panels of Linkerd's Health dashboard, from jemalloc.
+    #[cfg(all(feature = "jemalloc", not(feature = "mimalloc")))]
+    meridian_runtime::jemalloc::register_metrics(&mut root);
     meridian_runtime::build_info::register(&mut root);
     let grpc_server_metrics = grpc_stream::metrics::GrpcServerMetrics::register(
         &mut root,

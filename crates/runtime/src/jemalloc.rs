@@ -8,6 +8,16 @@
 //! decoded, then dropped) stayed resident in a quiet controller: most of
 //! its memory per pod of the cluster (issue 21; `cargo xtask bench
 //! cluster-size`, docs/performance.md).
+//!
+//! [`register_metrics`] exports what jemalloc's statistics say, where
+//! Linkerd's Health dashboard reads the Go runtime's memory series.
+
+use prometheus_client::{
+    collector::Collector,
+    encoding::{DescriptorEncoder, EncodeMetric},
+    metrics::{MetricType, counter::ConstCounter, gauge::ConstGauge},
+    registry::{Registry, Unit},
+};
 
 /// jemalloc's `MALLCTL_ARENAS_ALL`: an `arena.<i>` control that applies to
 /// every arena.
@@ -65,9 +75,156 @@ pub fn purge_after(mut synced: tokio::sync::watch::Receiver<bool>) {
     });
 }
 
+/// jemalloc's statistics on `/metrics`, read (one `epoch` advance, which
+/// merges the threads' counters) at each scrape:
+/// - `go_memstats_alloc_bytes`: `stats.allocated`, the bytes the program
+///   holds allocated (Go's "heap bytes allocated and still in use");
+/// - `go_memstats_heap_inuse_bytes`: `stats.active`, the bytes of the pages
+///   those allocations occupy (Go's "heap bytes in in-use spans");
+/// - `meridian_jemalloc_resident_bytes`: `stats.resident`, what jemalloc
+///   holds in physical memory, metadata and unpurged pages included;
+/// - `meridian_jemalloc_purges_total` and `meridian_jemalloc_purged_pages_total`:
+///   the sweeps that returned freed pages to the system and their pages
+///   (dirty and muzzy, every arena), where the dashboard's GC panel has
+///   no equivalent.
+///
+/// Go's `go_memstats_alloc_bytes_total` (bytes allocated ever) has none:
+/// jemalloc counts allocations, not their bytes.
+pub fn register_metrics(registry: &mut Registry) {
+    registry.register_collector(Box::new(JemallocCollector));
+}
+
+#[derive(Debug)]
+struct JemallocCollector;
+
+/// One reading of jemalloc's statistics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AllocatorStats {
+    pub allocated: u64,
+    pub active: u64,
+    pub resident: u64,
+    pub purges: u64,
+    pub purged_pages: u64,
+}
+
+/// Reads jemalloc's statistics, refreshed first.
+pub fn read_stats() -> Result<AllocatorStats, tikv_jemalloc_ctl::Error> {
+    tikv_jemalloc_ctl::epoch::advance()?;
+    let all = |name: &'static [u8]| {
+        // SAFETY: every name read so is one of jemalloc's
+        // `stats.arenas.<i>.{dirty,muzzy}_{npurge,purged}`, a `uint64_t`
+        // by its manual, NUL-terminated (and jemalloc refuses, EINVAL,
+        // a length other than the statistic's).
+        #[expect(
+            unsafe_code,
+            reason = "jemalloc's per-arena statistics have no typed wrapper"
+        )]
+        unsafe {
+            tikv_jemalloc_ctl::raw::read::<u64>(name)
+        }
+    };
+    Ok(AllocatorStats {
+        allocated: tikv_jemalloc_ctl::stats::allocated::read()? as u64,
+        active: tikv_jemalloc_ctl::stats::active::read()? as u64,
+        resident: tikv_jemalloc_ctl::stats::resident::read()? as u64,
+        purges: all(b"stats.arenas.4096.dirty_npurge\0")?
+            + all(b"stats.arenas.4096.muzzy_npurge\0")?,
+        purged_pages: all(b"stats.arenas.4096.dirty_purged\0")?
+            + all(b"stats.arenas.4096.muzzy_purged\0")?,
+    })
+}
+
+impl Collector for JemallocCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let stats = match read_stats() {
+            Ok(stats) => stats,
+            Err(error) => {
+                tracing::debug!(%error, "no allocator metrics in this scrape");
+                return Ok(());
+            }
+        };
+        let gauges = [
+            (
+                "go_memstats_alloc",
+                "Bytes the program holds allocated (jemalloc's stats.allocated; no Go runtime)",
+                stats.allocated,
+            ),
+            (
+                "go_memstats_heap_inuse",
+                "Bytes in pages holding allocations (jemalloc's stats.active; no Go runtime)",
+                stats.active,
+            ),
+            (
+                "meridian_jemalloc_resident",
+                "Bytes jemalloc holds in physical memory, metadata and unpurged pages included (stats.resident)",
+                stats.resident,
+            ),
+        ];
+        for (name, help, value) in gauges {
+            ConstGauge::new(value as i64).encode(encoder.encode_descriptor(
+                name,
+                help,
+                Some(&Unit::Bytes),
+                MetricType::Gauge,
+            )?)?;
+        }
+        ConstCounter::new(stats.purges).encode(encoder.encode_descriptor(
+            "meridian_jemalloc_purges",
+            "Sweeps that returned freed pages to the system (dirty and muzzy, every arena)",
+            None,
+            MetricType::Counter,
+        )?)?;
+        ConstCounter::new(stats.purged_pages).encode(encoder.encode_descriptor(
+            "meridian_jemalloc_purged_pages",
+            "Pages returned to the system (dirty and muzzy, every arena)",
+            None,
+            MetricType::Counter,
+        )?)?;
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[global_allocator]
+    static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+    /// The statistics move with what the program allocates, and a purge
+    /// is counted.
+    #[test]
+    fn statistics_follow_allocations_and_purges() {
+        let before = read_stats().expect("jemalloc's stats are built in");
+        let held: Vec<Vec<u8>> = (0..64).map(|_| vec![1u8; 1 << 20]).collect();
+        let during = read_stats().expect("stats");
+        assert!(
+            during.allocated >= before.allocated + 60 * (1 << 20),
+            "{before:?} → {during:?}"
+        );
+        assert!(during.active >= during.allocated, "{during:?}");
+        drop(held);
+        purge_now().expect("purge");
+        let after = read_stats().expect("stats");
+        assert!(after.allocated < during.allocated, "{during:?} → {after:?}");
+        assert!(
+            after.purged_pages > during.purged_pages,
+            "{during:?} → {after:?}"
+        );
+        let mut registry = Registry::default();
+        register_metrics(&mut registry);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
+        for name in [
+            "go_memstats_alloc_bytes ",
+            "go_memstats_heap_inuse_bytes ",
+            "meridian_jemalloc_resident_bytes ",
+            "meridian_jemalloc_purges_total ",
+            "meridian_jemalloc_purged_pages_total ",
+        ] {
+            assert!(text.contains(name), "{name} in\n{text}");
+        }
+    }
 
     #[test]
     fn purging_every_arena_is_accepted() {

@@ -46,7 +46,7 @@ async fn start(env: &TestEnv) -> Plane {
 /// Runs `meridian-cli explain client web.<ns>:80`: (exit status, stdout).
 fn explain(env: &TestEnv, plane: &Plane) -> (i32, String) {
     let target = format!("web.{}:80", env.ns);
-    let output = Command::new(env!("CARGO_BIN_EXE_meridian-cli"))
+    let output = Command::new(test_support::cli::meridian_cli())
         .env("KUBECONFIG", env.cluster().kubeconfig())
         .args([
             &format!("--addr=http://{}", plane.dst.addr),

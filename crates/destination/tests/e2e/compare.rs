@@ -261,6 +261,10 @@ fn total(stdout: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn two_deployments_compare_equal_and_a_different_one_is_reported() {
+    // Built (if needed) before any stream is open: the build blocks this
+    // runtime, and a stream whose connection is not polled for that long
+    // is closed by its server's keepalive.
+    test_support::cli::meridian_cli();
     let env = TestEnv::new("compare").await;
     let _leases = LINKERD_LEASES.lock().await;
     env.cluster().ensure_crds();

@@ -135,6 +135,10 @@ fn kubectl(env: &TestEnv, args: &[&str]) {
 
 #[tokio::test]
 async fn explain_names_the_broken_axis() {
+    // Built (if needed) before any stream is open: the build blocks this
+    // runtime, and a stream whose connection is not polled for that long
+    // is closed by its server's keepalive.
+    test_support::cli::meridian_cli();
     let env = TestEnv::new("dst-explain").await;
     kubectl(&env, &["create", "serviceaccount", "client"]);
     kubectl(&env, &["create", "serviceaccount", "other"]);

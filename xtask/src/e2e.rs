@@ -202,7 +202,7 @@ fn build_cli() -> anyhow::Result<PathBuf> {
         .args([
             "build",
             "-p",
-            "destination",
+            "meridian-cli",
             "--bin",
             "meridian-cli",
             "--message-format=json",
@@ -511,7 +511,7 @@ pub fn up_real_node(profile: &str) -> anyhow::Result<()> {
     match &result {
         Ok(()) => {
             println!(
-                "\nMeridian runs as a real pod ({:.1}s).\n\n  export KUBECONFIG={}\n  kubectl get pods -A -o wide\n  kubectl -n {NAMESPACE} port-forward deploy/{DEPLOYMENT} 8086 8090 &\n  cargo run -q -p destination --bin meridian-cli -- get web.demo.svc.cluster.local:80\n\nCtrl-C stops everything and cleans up the host.",
+                "\nMeridian runs as a real pod ({:.1}s).\n\n  export KUBECONFIG={}\n  kubectl get pods -A -o wide\n  kubectl -n {NAMESPACE} port-forward deploy/{DEPLOYMENT} 8086 8090 &\n  cargo run -q -p meridian-cli -- get web.demo.svc.cluster.local:80\n\nCtrl-C stops everything and cleans up the host.",
                 started.elapsed().as_secs_f64(),
                 kubeconfig.display()
             );

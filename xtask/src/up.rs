@@ -281,7 +281,7 @@ fn print_summary(cluster: &Cluster, elapsed: Duration) {
          \n  policy-controller  gRPC 127.0.0.1:8090   admin http://127.0.0.1:9990/ready   introspection http://127.0.0.1:9980/streams  webhook https://127.0.0.1:9443\
          \n  sp-validator       webhook https://127.0.0.1:8443   admin http://127.0.0.1:9997/ready\n\
          \nSample workloads in namespace demo (web: 3 meshed pods, db: 1 unmeshed pod). Try:\
-         \n  cargo run -q -p destination --bin meridian-cli -- get web.demo.svc.cluster.local:80\
+         \n  cargo run -q -p meridian-cli -- get web.demo.svc.cluster.local:80\
          \n  kubectl get endpointslices -n demo\n\
          \nCtrl-C stops everything.",
         cluster.kubernetes_version(),

@@ -5,6 +5,14 @@
 pub const CONTROL_PLANE_NS: &str = "linkerd.io/control-plane-ns";
 /// On control-plane objects: which component they belong to (`destination`).
 pub const CONTROL_PLANE_COMPONENT: &str = "linkerd.io/control-plane-component";
+/// The [`CONTROL_PLANE_COMPONENT`] value of the destination Deployment and
+/// its pods (the `destination`, `sp-validator` and `policy` containers).
+pub const DESTINATION_COMPONENT: &str = "destination";
+/// The name the chart gives the destination Deployment.
+pub const DESTINATION_DEPLOYMENT: &str = "linkerd-destination";
+/// The controller containers of the destination pod, by the chart's names
+/// (the pod's other containers are the proxy and its init containers).
+pub const DESTINATION_CONTAINERS: [&str; 3] = ["destination", "sp-validator", "policy"];
 
 /// Pod or Service annotation listing opaque ports (`"25,587,3000-3010"`).
 pub const OPAQUE_PORTS: &str = "config.linkerd.io/opaque-ports";

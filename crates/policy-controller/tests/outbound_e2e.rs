@@ -607,18 +607,11 @@ spec:
 }
 
 /// `meridian-cli policy svc/<name> <port>` prints the outbound policy, as
-/// `linkerd diagnostics policy` does. The CLI belongs to another crate:
-/// the test runs it when it was built (`cargo build --bin meridian-cli`).
+/// `linkerd diagnostics policy` does. The CLI belongs to another package,
+/// built for the test by `test_support::cli`.
 #[tokio::test]
 async fn meridian_cli_prints_the_outbound_policy() {
-    let Some(cli) = std::env::current_exe()
-        .ok()
-        .and_then(|exe| Some(exe.parent()?.parent()?.join("meridian-cli")))
-        .filter(|p| p.exists())
-    else {
-        eprintln!("meridian-cli is not built; skipping");
-        return;
-    };
+    let cli = test_support::cli::meridian_cli();
     let env = TestEnv::new("outbound").await;
     apply(&env, &env.ns, &service_yaml("web", ""));
     let grpc = free_addr();

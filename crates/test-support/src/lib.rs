@@ -17,6 +17,7 @@
 //! Test helpers panic with a clear message on failure: that is how a test fails.
 #![allow(clippy::unwrap_used)]
 
+pub mod cli;
 pub mod dashboards;
 pub mod deploy;
 mod linked;

@@ -159,7 +159,7 @@ async fn fixture(env: &TestEnv) {
 
 /// `meridian-cli compare --a … --b … -n <ns> <extra>`: (exit status, stdout, stderr).
 fn compare(env: &TestEnv, a: &str, b: &str, extra: &[&str]) -> (i32, String, String) {
-    let out: Output = std::process::Command::new(env!("CARGO_BIN_EXE_meridian-cli"))
+    let out: Output = std::process::Command::new(test_support::cli::meridian_cli())
         .env("KUBECONFIG", env.cluster().kubeconfig())
         .args(["compare", "--a", a, "--b", b, "-n", &env.ns])
         .args(extra)
@@ -261,6 +261,10 @@ fn total(stdout: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn two_deployments_compare_equal_and_a_different_one_is_reported() {
+    // Built (if needed) before any stream is open: the build blocks this
+    // runtime, and a stream whose connection is not polled for that long
+    // is closed by its server's keepalive.
+    test_support::cli::meridian_cli();
     let env = TestEnv::new("compare").await;
     let _leases = LINKERD_LEASES.lock().await;
     env.cluster().ensure_crds();
@@ -293,7 +297,7 @@ async fn two_deployments_compare_equal_and_a_different_one_is_reported() {
 
     // Followed for a while as a client pod, while web-1 turns unready:
     // both sides follow it within the grace period.
-    let cli = tokio::process::Command::new(env!("CARGO_BIN_EXE_meridian-cli"))
+    let cli = tokio::process::Command::new(test_support::cli::meridian_cli())
         .env("KUBECONFIG", env.cluster().kubeconfig())
         .args(["compare", "--a", &a.side(), "--b", &b.side(), "-n", &env.ns])
         .args([

@@ -46,7 +46,7 @@ async fn start(env: &TestEnv) -> Plane {
 /// Runs `meridian-cli explain client web.<ns>:80`: (exit status, stdout).
 fn explain(env: &TestEnv, plane: &Plane) -> (i32, String) {
     let target = format!("web.{}:80", env.ns);
-    let output = Command::new(env!("CARGO_BIN_EXE_meridian-cli"))
+    let output = Command::new(test_support::cli::meridian_cli())
         .env("KUBECONFIG", env.cluster().kubeconfig())
         .args([
             &format!("--addr=http://{}", plane.dst.addr),
@@ -135,6 +135,10 @@ fn kubectl(env: &TestEnv, args: &[&str]) {
 
 #[tokio::test]
 async fn explain_names_the_broken_axis() {
+    // Built (if needed) before any stream is open: the build blocks this
+    // runtime, and a stream whose connection is not polled for that long
+    // is closed by its server's keepalive.
+    test_support::cli::meridian_cli();
     let env = TestEnv::new("dst-explain").await;
     kubectl(&env, &["create", "serviceaccount", "client"]);
     kubectl(&env, &["create", "serviceaccount", "other"]);

@@ -5,13 +5,10 @@
 //! opens its own port-forward stream.
 
 use anyhow::Context;
-use k8s_api::labels;
+use k8s_api::labels::{self, DESTINATION_COMPONENT};
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
 use kube::{Api, Client, api::ListParams};
 use tokio::net::TcpListener;
-
-/// The destination pod's component label value (the chart's).
-const DESTINATION_COMPONENT: &str = "destination";
 
 /// The Running destination pod of `namespace`.
 pub async fn meridian_pod(kube: &Client, namespace: &str) -> anyhow::Result<String> {

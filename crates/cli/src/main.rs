@@ -7,13 +7,17 @@
 //! `po/<pod> <port>`) prints what a proxy gets from the policy controller,
 //! as `linkerd diagnostics policy` does. `meridian-cli explain <client-pod>
 //! <target>` checks endpoints, discovery, policy and profiles for one client
-//! and target and names the first broken one.
+//! and target and names the first broken one. `meridian-cli status` says
+//! which implementation runs in the destination pods; `meridian-cli
+//! preflight` lists what Meridian would treat differently from Linkerd.
 
 use std::{collections::BTreeMap, net::SocketAddr, time::Duration};
 
 mod compare;
 mod explain;
 mod forward;
+mod preflight;
+mod status;
 #[cfg(test)]
 mod test_messages;
 
@@ -76,6 +80,17 @@ enum Command {
     /// meshed pods, and shows every difference (exit status 0 when all are
     /// equal, 1 when one differs, 2 when it could not ask).
     Compare(Box<compare::CompareArgs>),
+    /// Says, through the Kubernetes API, which images and versions run in
+    /// each controller container of the destination Deployment's pods and
+    /// whether a chart render reverted the swap (exit status 0 when every
+    /// pod runs Meridian, 1 when one runs Linkerd's original or the swap
+    /// was reverted, 2 when it could not ask).
+    Status(status::StatusArgs),
+    /// Before switching: lists every route, ServiceProfile and chart value
+    /// of the cluster Meridian would treat differently from the running
+    /// Linkerd, one line each (exit status 0 when nothing would change, 1
+    /// when something would, 2 when it could not ask).
+    Preflight(preflight::PreflightArgs),
     /// Prints the outbound policy of a Service port (svc/NAME) or the
     /// inbound policy of a pod port (po/POD), from the policy controller.
     Policy {
@@ -116,6 +131,20 @@ async fn main() -> anyhow::Result<()> {
             };
             std::process::exit(code);
         }
+        Command::Status(args) => {
+            let code = status::run(args).await.unwrap_or_else(|error| {
+                eprintln!("status: {error:#}");
+                2
+            });
+            std::process::exit(code);
+        }
+        Command::Preflight(args) => {
+            let code = preflight::run(args).await.unwrap_or_else(|error| {
+                eprintln!("preflight: {error:#}");
+                2
+            });
+            std::process::exit(code);
+        }
         other => other,
     };
     let (watch, seconds): (
@@ -142,7 +171,9 @@ async fn main() -> anyhow::Result<()> {
             let lookup = policy(policy_addr, resource, port, namespace, token);
             (Box::pin(lookup), None)
         }
-        Command::Explain(_) | Command::Compare(_) => unreachable!("answered above"),
+        Command::Explain(_) | Command::Compare(_) | Command::Status(_) | Command::Preflight(_) => {
+            unreachable!("answered above")
+        }
     };
     match seconds {
         // Running out of time is the normal end of a timed watch.

@@ -11,6 +11,9 @@ use destination::runtime::{Args, GO_FLAGS};
 #[cfg(all(feature = "jemalloc", not(feature = "mimalloc")))]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+// jemalloc's heap profiler, inactive unless `-enable-pprof` (docs/profiling.md).
+#[cfg(all(feature = "jemalloc", not(feature = "mimalloc")))]
+meridian_runtime::jemalloc_malloc_conf!();
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -27,6 +27,7 @@ pub mod logging;
 pub mod peers;
 pub mod periodic;
 pub mod process_metrics;
+pub mod profiling;
 pub mod readiness;
 pub mod shutdown;
 

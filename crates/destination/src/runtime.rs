@@ -537,6 +537,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .with_confirmer(confirmer, args.cluster_networks.clone());
     // Streams per connection, request sizes, keepalive: one place for both servers.
     let grpc = grpc_stream::server::builder(&args.grpc_limits)
+        // `-trace-collector`: a span per request, as the original's.
+        .layer(grpc_stream::spans::GrpcSpanLayer::new(
+            !args.trace_collector.is_empty(),
+        ))
         // The original's `grpc_server_*` metrics, refusals included.
         .layer(grpc_metrics.layer())
         // Nothing is answered from an index that has not synced once.

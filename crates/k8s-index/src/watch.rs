@@ -29,6 +29,11 @@ use tokio::sync::watch;
 
 use crate::{Index, IndexMetrics, ObjectKey, known::KnownKeys, metrics::KindMetrics};
 
+/// The target of the spans exported with `-trace-collector`
+/// (`meridian_runtime::span_export::TARGET`): one per index update (an
+/// applied or deleted object, a re-list applied as a whole).
+const SPAN_TARGET: &str = "meridian_otel";
+
 /// An index shared between its watch and its readers.
 pub type SharedIndex<I> = Arc<RwLock<I>>;
 
@@ -348,6 +353,13 @@ impl<K: Resource> WatchState<K> {
             },
             watcher::Event::InitDone => {
                 let objects = self.listing.take().unwrap_or_default();
+                let _span = tracing::info_span!(
+                    target: SPAN_TARGET,
+                    "index.reset",
+                    kind,
+                    objects = objects.len()
+                )
+                .entered();
                 let mut listed = KnownKeys::default();
                 for meta in objects.iter().map(Resource::meta) {
                     if let Some(name) = &meta.name {
@@ -365,6 +377,8 @@ impl<K: Resource> WatchState<K> {
             }
             watcher::Event::Apply(obj) => match obj.checked() {
                 Ok(obj) => {
+                    let _span =
+                        tracing::info_span!(target: SPAN_TARGET, "index.apply", kind).entered();
                     if let Some(key) = ObjectKey::of(&obj) {
                         self.known.insert(&key);
                         index.write().apply(obj);
@@ -383,6 +397,8 @@ impl<K: Resource> WatchState<K> {
                 }
             },
             watcher::Event::Delete(obj) => {
+                let _span =
+                    tracing::info_span!(target: SPAN_TARGET, "index.delete", kind).entered();
                 let key = match obj.checked() {
                     Ok(obj) => ObjectKey::of(&obj),
                     Err(invalid) => Some(key_of_invalid(&invalid)),

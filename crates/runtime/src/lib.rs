@@ -30,6 +30,7 @@ pub mod process_metrics;
 pub mod profiling;
 pub mod readiness;
 pub mod shutdown;
+pub mod span_export;
 
 pub use addr::parse_listen_addr;
 pub use admin::AdminServer;

@@ -591,6 +591,49 @@ mod tests {
         assert!(names(&index).is_empty());
     }
 
+    /// Records the spans of the exported target (`-trace-collector`).
+    struct SpanNames(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+    impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for SpanNames {
+        fn on_new_span(
+            &self,
+            attrs: &tracing::span::Attributes<'_>,
+            _: &tracing::span::Id,
+            _: tracing_subscriber::layer::Context<'_, S>,
+        ) {
+            if attrs.metadata().target() == SPAN_TARGET
+                && let Ok(mut names) = self.0.lock()
+            {
+                names.push(attrs.metadata().name().to_string());
+            }
+        }
+    }
+
+    #[test]
+    fn each_index_update_is_a_span_of_the_exported_target() {
+        use tracing_subscriber::layer::SubscriberExt as _;
+        use watcher::Event::*;
+        let names = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let subscriber = tracing_subscriber::registry().with(SpanNames(names.clone()));
+        let index = SharedIndex::default();
+        tracing::subscriber::with_default(subscriber, || {
+            run_events(
+                &index,
+                vec![
+                    Init,
+                    InitApply(svc("a")),
+                    InitApply(svc("b")),
+                    InitDone,
+                    Apply(svc("c")),
+                    Delete(svc("a")),
+                ],
+            )
+        });
+        let names = names.lock().expect("names").clone();
+        // The initial list is one update, applied as a whole.
+        assert_eq!(names, ["index.reset", "index.apply", "index.delete"]);
+    }
+
     #[test]
     fn invalid_custom_resources_are_skipped_not_fatal() {
         let index: SharedIndex<ObjectCache<Server>> = SharedIndex::default();

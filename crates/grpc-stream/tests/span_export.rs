@@ -3,10 +3,7 @@
 //! ([`LogArgs::init_with_spans`]) to a local OTLP receiver; one call, and
 //! the receiver holds its span under the original's name and service.
 
-use std::{
-    sync::{Arc, Mutex},
-    time::Duration,
-};
+use std::{sync::Arc, time::Duration};
 
 use grpc_stream::spans::GrpcSpanLayer;
 use linkerd2_proxy_api::destination::{
@@ -15,62 +12,10 @@ use linkerd2_proxy_api::destination::{
     destination_server::{Destination, DestinationServer},
 };
 use meridian_runtime::{LogArgs, LogFormat, span_export::SpanExport};
-use opentelemetry_proto::tonic::{
-    collector::trace::v1::{
-        ExportTraceServiceRequest, ExportTraceServiceResponse,
-        trace_service_server::{TraceService, TraceServiceServer},
-    },
-    common::v1::any_value::Value,
-    trace::v1::{Span, span::SpanKind},
-};
+use opentelemetry_proto::tonic::{common::v1::any_value::Value, trace::v1::span::SpanKind};
+use test_support::otlp::{Receiver, attribute};
 use tokio::net::TcpListener;
 use tonic::{Request, Response, Status, transport::server::TcpIncoming};
-
-/// An OTLP/gRPC collector that keeps what it is sent.
-#[derive(Clone, Default)]
-struct Receiver(Arc<Mutex<Vec<ExportTraceServiceRequest>>>);
-
-#[tonic::async_trait]
-impl TraceService for Receiver {
-    async fn export(
-        &self,
-        request: Request<ExportTraceServiceRequest>,
-    ) -> Result<Response<ExportTraceServiceResponse>, Status> {
-        self.0
-            .lock()
-            .map_err(|_| Status::internal("poisoned"))?
-            .push(request.into_inner());
-        Ok(Response::new(ExportTraceServiceResponse::default()))
-    }
-}
-
-impl Receiver {
-    /// Every span received, with its resource's `service.name`.
-    fn spans(&self) -> Vec<(String, Span)> {
-        let requests = self.0.lock().expect("receiver lock").clone();
-        let mut spans = Vec::new();
-        for request in requests {
-            for resource in request.resource_spans {
-                let service = resource
-                    .resource
-                    .iter()
-                    .flat_map(|r| &r.attributes)
-                    .find(|a| a.key == "service.name")
-                    .and_then(|a| a.value.as_ref()?.value.clone());
-                let service = match service {
-                    Some(Value::StringValue(s)) => s,
-                    _ => String::new(),
-                };
-                for scope in resource.scope_spans {
-                    for span in scope.spans {
-                        spans.push((service.clone(), span));
-                    }
-                }
-            }
-        }
-        spans
-    }
-}
 
 /// A Destination server that knows nothing (every call: NotFound).
 struct Nothing;
@@ -100,14 +45,7 @@ async fn loopback() -> (TcpListener, std::net::SocketAddr) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_grpc_call_is_exported_as_a_span_of_linkerd_destination() {
-    let receiver = Receiver::default();
-    let (listener, collector) = loopback().await;
-    tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(TraceServiceServer::new(receiver.clone()))
-            .serve_with_incoming(TcpIncoming::from(listener)),
-    );
-
+    let (receiver, collector) = Receiver::start().await;
     let export = SpanExport::start(&collector.to_string(), "linkerd-destination").expect("export");
     let log = LogArgs {
         log_level: "info".into(),
@@ -135,45 +73,27 @@ async fn a_grpc_call_is_exported_as_a_span_of_linkerd_destination() {
     assert_eq!(status.code(), tonic::Code::NotFound);
 
     let export = Arc::new(export);
-    let mut found = None;
-    for _ in 0..50 {
-        let flushing = export.clone();
-        tokio::task::spawn_blocking(move || flushing.flush())
+    let flush = async || {
+        let export = export.clone();
+        tokio::task::spawn_blocking(move || export.flush())
             .await
             .expect("flush");
-        found = receiver
-            .spans()
-            .into_iter()
-            .find(|(_, s)| s.name == "io.linkerd.proxy.destination.Destination.Get");
-        if found.is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let (service, span) = found.unwrap_or_else(|| {
-        panic!(
-            "no span of the call among {:?}",
-            receiver
-                .spans()
-                .iter()
-                .map(|(_, s)| &s.name)
-                .collect::<Vec<_>>()
+    };
+    let (service, span) = receiver
+        .wait_for(
+            "io.linkerd.proxy.destination.Destination.Get",
+            Duration::from_secs(5),
+            flush,
         )
-    });
+        .await;
     assert_eq!(service, "linkerd-destination");
     assert_eq!(span.kind, SpanKind::Server as i32);
-    let attribute = |key: &str| {
-        span.attributes
-            .iter()
-            .find(|a| a.key == key)
-            .and_then(|a| a.value.as_ref()?.value.clone())
-    };
     assert_eq!(
-        attribute("rpc.method"),
+        attribute(&span, "rpc.method"),
         Some(Value::StringValue("Get".into()))
     );
     assert_eq!(
-        attribute("rpc.grpc.status_code"),
+        attribute(&span, "rpc.grpc.status_code"),
         Some(Value::IntValue(5)),
         "NotFound"
     );

@@ -101,7 +101,7 @@ pub enum CpuProfileError {
     BadSeconds(String),
     #[error("a CPU profile is already running; try again when it ends")]
     Busy,
-    #[error("the CPU profiler failed: {0}")]
+    #[error("the CPU profiler failed (it needs a writable TMPDIR): {0}")]
     Profiler(#[from] pprof::Error),
     #[error("encoding the profile failed: {0}")]
     Encode(#[from] std::io::Error),

@@ -82,6 +82,16 @@ pub struct Args {
     #[arg(long, action = ArgAction::Set, default_value_t = true)]
     pub enable_h2_upgrade: bool,
 
+    /// Serve CPU and heap profiles on the admin server (`/debug/pprof/`,
+    /// pprof format; the chart's `enablePprof`; docs/profiling.md).
+    #[arg(long, action = ArgAction::Set, default_value_t = false)]
+    pub enable_pprof: bool,
+
+    /// Export OpenTelemetry spans (gRPC calls, index updates) over OTLP/gRPC
+    /// to this `host:port` (the chart's `controller.tracing`; empty: none).
+    #[arg(long, default_value = "")]
+    pub trace_collector: String,
+
     /// The chart's `enableEndpointSlices`. Meridian serves from
     /// EndpointSlices only (and runs the leader-elected writer of
     /// EndpointSlices for Services selecting ExternalWorkloads, as the
@@ -191,17 +201,9 @@ pub const GO_FLAGS: GoFlagSet = GoFlagSet {
             meaning: GoFlagMeaning::Rename("ext-endpoint-zone-weights"),
         },
         GoFlag::same("meshed-http2-client-params", GoFlagKind::Value),
-        GoFlag::ignored(
-            "enable-pprof",
-            GoFlagKind::Bool,
-            "Meridian has no pprof endpoints (Go runtime profiling)",
-        ),
+        GoFlag::same("enable-pprof", GoFlagKind::Bool),
         GoFlag::same("export-queue-metrics", GoFlagKind::Bool),
-        GoFlag::ignored(
-            "trace-collector",
-            GoFlagKind::Value,
-            "Meridian does not export OpenCensus traces",
-        ),
+        GoFlag::same("trace-collector", GoFlagKind::Value),
         GoFlag {
             name: "version",
             kind: GoFlagKind::Bool,
@@ -228,6 +230,20 @@ impl Args {
         };
         Ok(TranslatorConfig::from_flags(&flags)?)
     }
+}
+
+/// Where `/debug/pprof/heap` comes from in this build (`-enable-pprof`).
+fn heap_profiler() -> meridian_runtime::profiling::HeapProfiler {
+    #[cfg(all(feature = "jemalloc", not(feature = "mimalloc")))]
+    return meridian_runtime::profiling::jemalloc_heap_profiler();
+    #[cfg(feature = "mimalloc")]
+    return meridian_runtime::profiling::HeapProfiler::Unavailable(
+        "this build's allocator is mimalloc, which has no heap profiler (the CPU profile works)",
+    );
+    #[cfg(not(any(feature = "jemalloc", feature = "mimalloc")))]
+    return meridian_runtime::profiling::HeapProfiler::Unavailable(
+        "this build's allocator is the system's, which has no heap profiler (the CPU profile works)",
+    );
 }
 
 /// The methods of the gRPC server, for its `grpc_server_*` metrics.
@@ -285,7 +301,12 @@ fn slice_writer(args: &Args, registry: &mut Registry) -> Option<(SliceWriter, St
 /// Runs the destination until SIGTERM/SIGINT.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     if !args.enable_endpoint_slices {
-        return crate::unsupported::wait(&args).await;
+        return crate::unsupported::wait(crate::unsupported::Waiting {
+            admin_addr: args.admin_addr,
+            kube: args.kube.clone(),
+            controller_namespace: args.controller_namespace.clone(),
+        })
+        .await;
     }
     let config = Arc::new(args.translator_config().context("invalid flags")?);
     let shutdown = Shutdown::on_signals().context("installing signal handlers")?;
@@ -466,7 +487,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             }
         },
     );
-    let admin = AdminServer::bind(
+    let mut admin = AdminServer::bind(
         args.admin_addr,
         readiness.clone(),
         Arc::new(registry),
@@ -474,6 +495,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     )
     .await
     .with_context(|| format!("binding the admin server on {}", args.admin_addr))?;
+    if args.enable_pprof {
+        admin = admin.with_routes(meridian_runtime::profiling::routes(heap_profiler()));
+    }
     let introspection = AdminServer::bind_routes(
         args.introspection_addr,
         "introspection",
@@ -507,6 +531,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .with_confirmer(confirmer, args.cluster_networks.clone());
     // Streams per connection, request sizes, keepalive: one place for both servers.
     let grpc = grpc_stream::server::builder(&args.grpc_limits)
+        // `-trace-collector`: a span per request, as the original's.
+        .layer(grpc_stream::spans::GrpcSpanLayer::new(
+            !args.trace_collector.is_empty(),
+        ))
         // The original's `grpc_server_*` metrics, refusals included.
         .layer(grpc_metrics.layer())
         // Nothing is answered from an index that has not synced once.
@@ -599,14 +627,8 @@ mod tests {
             assert!(config.enable_h2_upgrade && !config.enable_ipv6);
             assert!(config.default_opaque_ports.contains(11211));
             assert!(config.meshed_http2_client_params.is_some());
-            assert_eq!(
-                normalised
-                    .ignored
-                    .iter()
-                    .map(|f| f.name)
-                    .collect::<Vec<_>>(),
-                ["enable-pprof"]
-            );
+            assert!(!args.enable_pprof && args.trace_collector.is_empty());
+            assert!(normalised.ignored.is_empty(), "{:?}", normalised.ignored);
         }
     }
 
@@ -624,7 +646,7 @@ mod tests {
                 .controller_namespace,
             "linkerd"
         );
-        assert_eq!(normalised.ignored.len(), 1);
+        assert!(normalised.ignored.is_empty());
         // The chart's list, as unit-tested above, is what deploy/ runs.
         assert_eq!(line, CHART_ARGS[..CHART_ARGS.len() - 1]);
     }
@@ -663,6 +685,8 @@ mod tests {
             Some(std::path::Path::new("/tmp/kubeconfig"))
         );
         assert!(args.ext_endpoint_zone_weights);
+        assert!(args.enable_pprof, "-enable-pprof alone is true");
+        assert_eq!(args.trace_collector, "collector.linkerd-jaeger:55678");
         assert_eq!(args.log.log_format, meridian_runtime::LogFormat::Json);
         let err = GO_FLAGS
             .try_parse::<Args, _, _>(["destination", "-enable-turbo=true"])

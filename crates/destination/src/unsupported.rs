@@ -15,7 +15,7 @@
 //! describe pod` shows it (best effort: the chart grants the destination
 //! no Events, `deploy/` does). SIGTERM ends it as usual.
 
-use std::{sync::Arc, time::Duration};
+use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use anyhow::Context;
 use k8s_openapi::{
@@ -23,11 +23,9 @@ use k8s_openapi::{
     apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time},
     jiff::Timestamp,
 };
-use meridian_runtime::{AdminServer, ConnectionMetrics, Readiness, Shutdown};
+use meridian_runtime::{AdminServer, ConnectionMetrics, KubeClientArgs, Readiness, Shutdown};
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
-
-use crate::runtime::Args;
 
 /// What `/ready`, the log and the Event say.
 pub const ENDPOINTS_UNSUPPORTED: &str = "-enable-endpoint-slices=false (the Linkerd chart's \
@@ -42,9 +40,18 @@ pub const EVENT_REASON: &str = "UnsupportedValue";
 /// How often the ERROR line is repeated while the process waits.
 pub const REPEAT: Duration = Duration::from_secs(300);
 
+/// What the waiting process needs of its flags.
+#[derive(Clone, Debug)]
+pub struct Waiting {
+    pub admin_addr: SocketAddr,
+    pub kube: KubeClientArgs,
+    /// The pod's namespace where no service account says it.
+    pub controller_namespace: String,
+}
+
 /// Serves `/live`, a `/ready` that never passes, and `/metrics` until
 /// SIGTERM, saying why.
-pub async fn wait(args: &Args) -> anyhow::Result<()> {
+pub async fn wait(args: Waiting) -> anyhow::Result<()> {
     let shutdown = Shutdown::on_signals().context("installing signal handlers")?;
     tracing::error!("{ENDPOINTS_UNSUPPORTED}; serving nothing but the admin port");
     let mut registry = Registry::default();
@@ -80,7 +87,7 @@ pub async fn wait(args: &Args) -> anyhow::Result<()> {
 /// Creates a Warning Event on this pod (`HOSTNAME` in the namespace of the
 /// service account, else `-controller-namespace`). Failures are logged,
 /// never fatal.
-async fn record_event(args: Args) {
+async fn record_event(args: Waiting) {
     let Some(pod) = std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()) else {
         tracing::warn!("HOSTNAME is not set: no Event names the unsupported value");
         return;

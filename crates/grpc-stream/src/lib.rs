@@ -31,6 +31,7 @@ pub mod metrics;
 pub mod registry;
 mod router;
 pub mod server;
+pub mod spans;
 mod sync_gate;
 
 pub use router::{FramedMethods, FramedRouter};

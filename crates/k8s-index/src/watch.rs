@@ -29,6 +29,11 @@ use tokio::sync::watch;
 
 use crate::{Index, IndexMetrics, ObjectKey, known::KnownKeys, metrics::KindMetrics};
 
+/// The target of the spans exported with `-trace-collector`
+/// (`meridian_runtime::span_export::TARGET`): one per index update (an
+/// applied or deleted object, a re-list applied as a whole).
+const SPAN_TARGET: &str = "meridian_otel";
+
 /// An index shared between its watch and its readers.
 pub type SharedIndex<I> = Arc<RwLock<I>>;
 
@@ -348,6 +353,13 @@ impl<K: Resource> WatchState<K> {
             },
             watcher::Event::InitDone => {
                 let objects = self.listing.take().unwrap_or_default();
+                let _span = tracing::info_span!(
+                    target: SPAN_TARGET,
+                    "index.reset",
+                    kind,
+                    objects = objects.len()
+                )
+                .entered();
                 let mut listed = KnownKeys::default();
                 for meta in objects.iter().map(Resource::meta) {
                     if let Some(name) = &meta.name {
@@ -365,6 +377,8 @@ impl<K: Resource> WatchState<K> {
             }
             watcher::Event::Apply(obj) => match obj.checked() {
                 Ok(obj) => {
+                    let _span =
+                        tracing::info_span!(target: SPAN_TARGET, "index.apply", kind).entered();
                     if let Some(key) = ObjectKey::of(&obj) {
                         self.known.insert(&key);
                         index.write().apply(obj);
@@ -383,6 +397,8 @@ impl<K: Resource> WatchState<K> {
                 }
             },
             watcher::Event::Delete(obj) => {
+                let _span =
+                    tracing::info_span!(target: SPAN_TARGET, "index.delete", kind).entered();
                 let key = match obj.checked() {
                     Ok(obj) => ObjectKey::of(&obj),
                     Err(invalid) => Some(key_of_invalid(&invalid)),
@@ -573,6 +589,49 @@ mod tests {
             vec![Init, InitDone, Apply(svc("x")), Delete(svc("x"))],
         );
         assert!(names(&index).is_empty());
+    }
+
+    /// Records the spans of the exported target (`-trace-collector`).
+    struct SpanNames(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+    impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for SpanNames {
+        fn on_new_span(
+            &self,
+            attrs: &tracing::span::Attributes<'_>,
+            _: &tracing::span::Id,
+            _: tracing_subscriber::layer::Context<'_, S>,
+        ) {
+            if attrs.metadata().target() == SPAN_TARGET
+                && let Ok(mut names) = self.0.lock()
+            {
+                names.push(attrs.metadata().name().to_string());
+            }
+        }
+    }
+
+    #[test]
+    fn each_index_update_is_a_span_of_the_exported_target() {
+        use tracing_subscriber::layer::SubscriberExt as _;
+        use watcher::Event::*;
+        let names = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let subscriber = tracing_subscriber::registry().with(SpanNames(names.clone()));
+        let index = SharedIndex::default();
+        tracing::subscriber::with_default(subscriber, || {
+            run_events(
+                &index,
+                vec![
+                    Init,
+                    InitApply(svc("a")),
+                    InitApply(svc("b")),
+                    InitDone,
+                    Apply(svc("c")),
+                    Delete(svc("a")),
+                ],
+            )
+        });
+        let names = names.lock().expect("names").clone();
+        // The initial list is one update, applied as a whole.
+        assert_eq!(names, ["index.reset", "index.apply", "index.delete"]);
     }
 
     #[test]

@@ -406,8 +406,8 @@ mod tests {
                 meaning: Meaning::Rename("enable-thing"),
             },
             GoFlag::same("capacity", Kind::Value),
-            GoFlag::ignored("enable-pprof", Kind::Bool, "no pprof"),
-            GoFlag::ignored("trace-collector", Kind::Value, "no tracing"),
+            GoFlag::ignored("enable-legacy", Kind::Bool, "no legacy"),
+            GoFlag::ignored("legacy-collector", Kind::Value, "no collector"),
             GoFlag {
                 name: "version",
                 kind: Kind::Bool,
@@ -481,28 +481,28 @@ mod tests {
     #[test]
     fn ignored_flags_are_reported_not_refused() {
         let (_, n) = ok(&[
-            "-enable-pprof=false",
-            "-trace-collector",
+            "-enable-legacy=false",
+            "-legacy-collector",
             "oc:55678",
-            "-enable-pprof",
+            "-enable-legacy",
         ]);
         assert_eq!(
             n.ignored,
             vec![
                 IgnoredFlag {
-                    name: "enable-pprof",
+                    name: "enable-legacy",
                     value: "false".into(),
-                    why: "no pprof"
+                    why: "no legacy"
                 },
                 IgnoredFlag {
-                    name: "trace-collector",
+                    name: "legacy-collector",
                     value: "oc:55678".into(),
-                    why: "no tracing"
+                    why: "no collector"
                 },
                 IgnoredFlag {
-                    name: "enable-pprof",
+                    name: "enable-legacy",
                     value: "true".into(),
-                    why: "no pprof"
+                    why: "no legacy"
                 },
             ]
         );
@@ -513,22 +513,22 @@ mod tests {
     #[test]
     fn ignored_flags_are_warned_of_once() {
         let (_, n) = ok(&[
-            "-enable-pprof=false",
-            "-trace-collector=oc:1",
-            "-enable-pprof",
+            "-enable-legacy=false",
+            "-legacy-collector=oc:1",
+            "-enable-legacy",
         ]);
         let text = crate::logging::capture(crate::logging::LogFormat::Plain, || n.log_ignored());
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 2, "{text}");
         assert!(lines.iter().all(|l| l.contains(" WARN ")), "{text}");
         assert!(
-            lines[1].contains("-trace-collector is accepted for compatibility")
-                && lines[1].contains("flag=-trace-collector=oc:1"),
+            lines[1].contains("-legacy-collector is accepted for compatibility")
+                && lines[1].contains("flag=-legacy-collector=oc:1"),
             "{text}"
         );
         assert!(
-            lines[0].contains("-enable-pprof is accepted")
-                && lines[0].contains("flag=-enable-pprof=true"),
+            lines[0].contains("-enable-legacy is accepted")
+                && lines[0].contains("flag=-enable-legacy=true"),
             "{text}"
         );
     }

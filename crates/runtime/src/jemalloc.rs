@@ -11,6 +11,10 @@
 //!
 //! [`register_metrics`] exports what jemalloc's statistics say, where
 //! Linkerd's Health dashboard reads the Go runtime's memory series.
+//!
+//! Also jemalloc's heap profiler, for `-enable-pprof`
+//! ([`crate::profiling`]): built in (`prof:true` in the binaries'
+//! [`MALLOC_CONF`]) but inactive until [`activate_heap_profiling`].
 
 use prometheus_client::{
     collector::Collector,
@@ -18,6 +22,27 @@ use prometheus_client::{
     metrics::{MetricType, counter::ConstCounter, gauge::ConstGauge},
     registry::{Registry, Unit},
 };
+
+/// The `malloc_conf` a binary whose allocator is jemalloc exports (as
+/// `_rjem_malloc_conf`, jemalloc's prefixed name): the heap profiler is
+/// there but samples nothing until activated (`prof_active:false`); once
+/// active, one allocation per 512 KiB allocated is sampled
+/// (`lg_prof_sample:19`, jemalloc's default).
+pub const MALLOC_CONF: &[u8] = b"prof:true,prof_active:false,lg_prof_sample:19\0";
+
+/// Exports [`MALLOC_CONF`] from a binary (a library's symbol might not be
+/// linked). Use once, beside the `#[global_allocator]`.
+#[macro_export]
+macro_rules! jemalloc_malloc_conf {
+    () => {
+        #[expect(
+            unsafe_code,
+            reason = "jemalloc reads its options from this exported symbol"
+        )]
+        #[unsafe(export_name = "_rjem_malloc_conf")]
+        static MALLOC_CONF: &u8 = &$crate::jemalloc::MALLOC_CONF[0];
+    };
+}
 
 /// jemalloc's `MALLCTL_ARENAS_ALL`: an `arena.<i>` control that applies to
 /// every arena.
@@ -184,6 +209,50 @@ impl Collector for JemallocCollector {
     }
 }
 
+/// Why the heap profiler could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum HeapProfileError {
+    #[error(
+        "jemalloc's heap profiler is not available: the process did not start with prof:true (its allocator is not jemalloc, or the binary exports no malloc_conf)"
+    )]
+    Inactive,
+    #[error("jemalloc refused to activate its heap profiler: {0}")]
+    Activate(tikv_jemalloc_ctl::Error),
+    #[error(
+        "the heap profile failed (jemalloc writes it to a file in TMPDIR, which must be writable): {0}"
+    )]
+    Dump(anyhow::Error),
+}
+
+/// Starts sampling allocations (`prof.active`), for `-enable-pprof`.
+pub fn activate_heap_profiling() -> Result<(), HeapProfileError> {
+    let ctl = jemalloc_pprof::PROF_CTL
+        .as_ref()
+        .ok_or(HeapProfileError::Inactive)?;
+    // At start-up nothing else holds it.
+    let mut ctl = ctl.try_lock().map_err(|_| HeapProfileError::Inactive)?;
+    ctl.activate().map_err(HeapProfileError::Activate)
+}
+
+/// The heap profile: what is allocated now, sampled, as gzipped pprof.
+pub async fn heap_profile() -> Result<Vec<u8>, HeapProfileError> {
+    let ctl = jemalloc_pprof::PROF_CTL
+        .as_ref()
+        .ok_or(HeapProfileError::Inactive)?
+        .clone();
+    // jemalloc writes the profile to a file, then it is read and parsed:
+    // off the async threads.
+    tokio::task::spawn_blocking(move || {
+        let mut ctl = ctl.blocking_lock();
+        if !ctl.activated() {
+            return Err(HeapProfileError::Inactive);
+        }
+        ctl.dump_pprof().map_err(HeapProfileError::Dump)
+    })
+    .await
+    .map_err(|e| HeapProfileError::Dump(e.into()))?
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -224,6 +293,23 @@ mod tests {
         ] {
             assert!(text.contains(name), "{name} in\n{text}");
         }
+    }
+
+    crate::jemalloc_malloc_conf!();
+
+    /// The test binary exports the binaries' `malloc_conf`: jemalloc
+    /// starts with its profiler inactive, and activating it yields a
+    /// gzipped pprof heap profile.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn the_heap_profiler_starts_inactive_and_dumps_pprof() {
+        assert!(jemalloc_pprof::PROF_CTL.is_some(), "opt.prof is true");
+        assert!(matches!(
+            heap_profile().await,
+            Err(HeapProfileError::Inactive)
+        ));
+        activate_heap_profiling().expect("activate");
+        let profile = heap_profile().await.expect("heap profile");
+        assert_eq!(&profile[..2], &[0x1f, 0x8b], "gzip magic");
     }
 
     #[test]

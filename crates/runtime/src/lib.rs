@@ -27,8 +27,10 @@ pub mod logging;
 pub mod peers;
 pub mod periodic;
 pub mod process_metrics;
+pub mod profiling;
 pub mod readiness;
 pub mod shutdown;
+pub mod span_export;
 
 pub use addr::parse_listen_addr;
 pub use admin::AdminServer;

@@ -17,6 +17,8 @@
 pub mod json;
 
 use clap::{Args, ValueEnum};
+
+use crate::span_export::SpanExport;
 use tracing::Subscriber;
 use tracing_subscriber::{
     EnvFilter, Layer, fmt, fmt::MakeWriter, fmt::format::JsonFields, prelude::*,
@@ -103,15 +105,29 @@ pub enum LogError {
 impl LogArgs {
     /// Installs the global subscriber. Call once, early in `main`.
     pub fn init(&self) -> Result<(), LogError> {
+        self.init_with_spans(None)
+    }
+
+    /// Installs the global subscriber, with `spans`' exporting layer if
+    /// given (`-trace-collector`). Without it the log filter is global, as
+    /// it always was; with it, the log filter is the log layer's own and
+    /// the exporter sees only [`crate::span_export::TARGET`]'s spans.
+    pub fn init_with_spans(&self, spans: Option<&SpanExport>) -> Result<(), LogError> {
         let filter = EnvFilter::try_new(self.directives()).map_err(|source| LogError::Filter {
             value: self.log_level.clone(),
             source,
         })?;
         let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-        let installed = tracing_subscriber::registry()
-            .with(filter)
-            .with(fmt_layer(self.log_format, std::io::stderr, ansi))
-            .try_init();
+        let installed = match spans {
+            None => tracing_subscriber::registry()
+                .with(filter)
+                .with(fmt_layer(self.log_format, std::io::stderr, ansi))
+                .try_init(),
+            Some(spans) => tracing_subscriber::registry()
+                .with(fmt_layer(self.log_format, std::io::stderr, ansi).with_filter(filter))
+                .with(spans.layer())
+                .try_init(),
+        };
         installed.map_err(|_| LogError::AlreadyInstalled)
     }
 
@@ -133,6 +149,11 @@ impl LogArgs {
         if !self.log_level.contains("kube_client") {
             directives.push_str(",kube_client::client::builder=off");
         }
+        // The exported spans' target: never in the log, never built
+        // without an exporter.
+        directives.push(',');
+        directives.push_str(crate::span_export::TARGET);
+        directives.push_str("=off");
         directives
     }
 }
@@ -343,11 +364,11 @@ mod tests {
     fn kube_retry_logs_are_quiet_unless_asked_for() {
         assert_eq!(
             args("info").directives(),
-            "info,kube_runtime::watcher=error,kube_client::client::builder=off"
+            "info,kube_runtime::watcher=error,kube_client::client::builder=off,meridian_otel=off"
         );
         assert_eq!(
             args("kube_runtime=debug,kube_client=debug").directives(),
-            "kube_runtime=debug,kube_client=debug"
+            "kube_runtime=debug,kube_client=debug,meridian_otel=off"
         );
         for level in ["info", "debug,kube=warn", "warn"] {
             EnvFilter::try_new(args(level).directives()).expect("a valid filter");

@@ -35,6 +35,11 @@ pub struct Args {
     #[arg(long, default_value = "/var/run/linkerd/tls/tls.key")]
     pub tls_key: PathBuf,
 
+    /// Serve CPU and heap profiles on the admin server (`/debug/pprof/`,
+    /// pprof format; the chart's `enablePprof`; docs/profiling.md).
+    #[arg(long, action = clap::ArgAction::Set, default_value_t = false)]
+    pub enable_pprof: bool,
+
     #[command(flatten)]
     pub log: LogArgs,
 }
@@ -55,11 +60,7 @@ pub const GO_FLAGS: GoFlagSet = GoFlagSet {
             GoFlagKind::Value,
             "Meridian's sp-validator never calls the Kubernetes API",
         ),
-        GoFlag::ignored(
-            "enable-pprof",
-            GoFlagKind::Bool,
-            "Meridian has no pprof endpoints (Go runtime profiling)",
-        ),
+        GoFlag::same("enable-pprof", GoFlagKind::Bool),
         GoFlag {
             name: "version",
             kind: GoFlagKind::Bool,
@@ -112,8 +113,8 @@ mod tests {
             assert!(args.admin_addr.ip().is_unspecified());
             assert_eq!(args.tls_cert, PathBuf::from("/var/run/linkerd/tls/tls.crt"));
             assert_eq!(args.tls_key, PathBuf::from("/var/run/linkerd/tls/tls.key"));
-            assert_eq!(normalised.ignored.len(), 1, "{line:?}");
-            assert_eq!(normalised.ignored[0].name, "enable-pprof");
+            assert!(normalised.ignored.is_empty(), "{line:?}");
+            assert_eq!(args.enable_pprof, line.contains(&"-enable-pprof=true"));
         }
     }
 

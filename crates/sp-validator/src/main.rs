@@ -16,6 +16,8 @@ use sp_validator::{
 // jemalloc: cheaper allocation for the many short-lived JSON values of reviews.
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+// jemalloc's heap profiler, inactive unless `-enable-pprof` (docs/profiling.md).
+meridian_runtime::jemalloc_malloc_conf!();
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -32,9 +34,14 @@ async fn main() -> anyhow::Result<()> {
     meridian_runtime::build_info::register(&mut registry);
     let metrics = admission::Metrics::register(registry.sub_registry_with_prefix("sp_validator"));
     let peers = ConnectionMetrics::register(&mut registry);
-    let admin = AdminServer::bind(args.admin_addr, readiness, Arc::new(registry), &peers)
+    let mut admin = AdminServer::bind(args.admin_addr, readiness, Arc::new(registry), &peers)
         .await
         .with_context(|| format!("binding the admin server on {}", args.admin_addr))?;
+    if args.enable_pprof {
+        admin = admin.with_routes(meridian_runtime::profiling::routes(
+            meridian_runtime::profiling::jemalloc_heap_profiler(),
+        ));
+    }
     let admin = tokio::spawn(admin.serve(shutdown.clone()));
 
     let paths = admission::TlsPaths {

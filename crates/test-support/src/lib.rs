@@ -22,6 +22,7 @@ pub mod dashboards;
 pub mod deploy;
 mod linked;
 pub mod original_series;
+pub mod otlp;
 mod pods;
 pub mod process;
 pub mod raw_h2;

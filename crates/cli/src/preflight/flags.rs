@@ -4,8 +4,9 @@
 //! (the Go flag tables `destination::runtime::GO_FLAGS` and
 //! `sp_validator::args::GO_FLAGS`, the policy controller's clap flags), so
 //! a flag accepted without effect, one that is refused (the container
-//! would not start) and `-enable-endpoint-slices=false` (refused at
-//! start) are found exactly where the binaries would find them.
+//! would not start) and `-enable-endpoint-slices=false` (served by no
+//! Meridian destination: it stays unready) are found exactly where the
+//! binaries would find them.
 
 use clap::Parser;
 use meridian_runtime::{GoFlagKind, GoFlagSet, goflags::Normalised};
@@ -58,15 +59,22 @@ pub fn findings(deployment: &str, containers: &[ContainerArgs]) -> Vec<Finding> 
                         flag.why.to_string(),
                     ));
                 }
+                // The last occurrence wins, as in Go.
                 if normalised
                     .args
                     .iter()
-                    .any(|a| a == "--enable-endpoint-slices=false")
+                    .rev()
+                    .filter_map(|a| a.to_str())
+                    .find(|a| a.starts_with("--enable-endpoint-slices"))
+                    .is_some_and(|a| a == "--enable-endpoint-slices=false")
                 {
                     out.push(finding(
-                        format!("{}: -enable-endpoint-slices=false refused at start", c.container),
+                        format!(
+                            "{}: -enable-endpoint-slices=false is not served",
+                            c.container
+                        ),
                         "Meridian reads EndpointSlices only (chart value enableEndpointSlices: false); \
-                         the destination exits naming the value"
+                         the destination stays unready, its /ready naming the value"
                             .into(),
                     ));
                 }
@@ -166,20 +174,24 @@ mod tests {
                         "-enable-endpoint-slices=false",
                     ],
                 ),
+                container(
+                    "sp-validator",
+                    &["sp-validator", "-kubeconfig=/etc/kubeconfig"],
+                ),
                 container("policy", &["--no-such-flag=1"]),
             ],
         );
         let whats: Vec<&str> = found.iter().map(|f| f.what.as_str()).collect();
+        // Profiling and tracing are served: only what is not is found.
         assert_eq!(
             whats,
             [
-                "destination: -enable-endpoint-slices=false refused at start",
-                "destination: -enable-pprof=true has no effect",
-                "destination: -trace-collector=otel:4317 has no effect",
+                "destination: -enable-endpoint-slices=false is not served",
                 "policy: the container's arguments are refused",
+                "sp-validator: -kubeconfig=/etc/kubeconfig has no effect",
             ],
             "{found:?}"
         );
-        assert!(found[3].why.contains("no-such-flag"), "{found:?}");
+        assert!(found[1].why.contains("no-such-flag"), "{found:?}");
     }
 }

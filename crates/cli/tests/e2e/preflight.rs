@@ -136,7 +136,7 @@ async fn a_clean_cluster_is_0() {
 async fn one_finding_of_each_kind_is_1() {
     let env = TestEnv::new("preflight-findings").await;
     env.cluster().ensure_crds();
-    apply(&env, &chart_deployment(&["-enable-pprof=true"]));
+    apply(&env, &chart_deployment(&["-enable-endpoint-slices=false"]));
     server_and_route(&env, "served", None);
     server_and_route(&env, "by-port", Some(8080));
     service_profile(&env, "web", "/api/.*");
@@ -150,8 +150,9 @@ async fn one_finding_of_each_kind_is_1() {
     assert_eq!(
         lines[0],
         format!(
-            "Deployment {ns}/linkerd-destination: destination: -enable-pprof=true has no effect; \
-             why: Meridian has no pprof endpoints (Go runtime profiling)"
+            "Deployment {ns}/linkerd-destination: destination: -enable-endpoint-slices=false is not served; \
+             why: Meridian reads EndpointSlices only (chart value enableEndpointSlices: false); \
+             the destination stays unready, its /ready naming the value"
         )
     );
     assert!(

@@ -20,7 +20,8 @@
 //!   control plane;
 //! - `overload`: stream limits, bad peers, denied and unreachable API servers;
 //! - `external_workload_slices`: the leader-elected EndpointSlice writer for
-//!   Services selecting ExternalWorkloads.
+//!   Services selecting ExternalWorkloads;
+//! - `trace_export`: `-trace-collector`'s spans at a local OTLP receiver.
 
 mod common;
 mod compare;
@@ -37,3 +38,4 @@ mod planes;
 mod policy_link;
 mod profile;
 mod shadow;
+mod trace_export;

@@ -316,6 +316,30 @@ async fn kube_client(context: Option<&str>) -> anyhow::Result<kube::Client> {
     kube::Client::try_from(config).context("building the Kubernetes client")
 }
 
+/// The control plane's destination Deployment in `ns` (labelled as
+/// Linkerd's chart labels it) and its `ns/name`.
+async fn destination_deployment(
+    kube: &kube::Client,
+    ns: &str,
+) -> anyhow::Result<(String, k8s_openapi::api::apps::v1::Deployment)> {
+    use k8s_api::labels::{CONTROL_PLANE_COMPONENT, DESTINATION_COMPONENT};
+    let selector = format!("{CONTROL_PLANE_COMPONENT}={DESTINATION_COMPONENT}");
+    let deployment =
+        kube::Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(kube.clone(), ns)
+            .list(&kube::api::ListParams::default().labels(&selector))
+            .await
+            .with_context(|| format!("listing the Deployments labelled {selector} in {ns}"))?
+            .items
+            .into_iter()
+            .next()
+            .with_context(|| format!("no Deployment labelled {selector} in {ns}"))?;
+    let name = format!(
+        "{ns}/{}",
+        deployment.metadata.name.as_deref().unwrap_or_default()
+    );
+    Ok((name, deployment))
+}
+
 /// The error a stream failed with, and Meridian's precise reason if given.
 fn api_error(status: tonic::Status) -> anyhow::Error {
     let reason = status

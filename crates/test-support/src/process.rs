@@ -118,22 +118,7 @@ impl ServerProcess {
     /// its admin port but must not be ready); panics otherwise or if the
     /// process exits meanwhile.
     pub async fn wait_live(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let mut last = String::new();
-        while Instant::now() < deadline {
-            if let Some(child) = self.child.as_mut()
-                && let Ok(Some(status)) = child.try_wait()
-            {
-                panic!("{} exited during start-up: {status}", self.name);
-            }
-            match http_get(self.admin_addr, "/live").await {
-                Ok((200, _)) => return,
-                Ok((status, body)) => last = format!("{status} {body}"),
-                Err(e) => last = e.to_string(),
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        panic!("{} not live after 60s: {last}", self.name);
+        self.wait_ok("/live", "live").await;
     }
 
     /// [`Self::spawn`], its log lines (stdout and stderr, at `warn` unless
@@ -205,6 +190,11 @@ impl ServerProcess {
     /// Waits up to 60 s for `/ready` to answer 200; panics otherwise or if
     /// the process exits meanwhile.
     pub async fn wait_ready(&mut self) {
+        self.wait_ok("/ready", "ready").await;
+    }
+
+    /// Waits up to 60 s for the admin server's `path` to answer 200.
+    async fn wait_ok(&mut self, path: &str, what: &str) {
         let deadline = Instant::now() + Duration::from_secs(60);
         let mut last = String::new();
         while Instant::now() < deadline {
@@ -213,14 +203,14 @@ impl ServerProcess {
             {
                 panic!("{} exited during start-up: {status}", self.name);
             }
-            match http_get(self.admin_addr, "/ready").await {
+            match http_get(self.admin_addr, path).await {
                 Ok((200, _)) => return,
                 Ok((status, body)) => last = format!("{status} {body}"),
                 Err(e) => last = e.to_string(),
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        panic!("{} not ready after 60s: {last}", self.name);
+        panic!("{} not {what} after 60s: {last}", self.name);
     }
 
     /// GET a path of the admin server: (status, body).

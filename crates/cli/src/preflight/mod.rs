@@ -14,11 +14,11 @@ pub mod routes;
 use anyhow::Context;
 use k8s_api::{
     gateway::{self, GatewayRoute},
-    labels::{CONTROL_PLANE_COMPONENT, DESTINATION_COMPONENT, DESTINATION_CONTAINERS},
+    labels::DESTINATION_CONTAINERS,
     policy::{EgressNetwork, HTTPRoute, Server},
     service_profile::ServiceProfile,
 };
-use k8s_openapi::api::{apps::v1::Deployment, core::v1::Service};
+use k8s_openapi::api::core::v1::Service;
 use kube::{
     Api, Client, Resource,
     api::{ApiResource, DynamicObject, ListParams},
@@ -102,20 +102,7 @@ pub async fn run(args: PreflightArgs) -> anyhow::Result<i32> {
 
 /// The chart-value findings of the control plane's destination Deployment.
 async fn flag_findings(kube: &Client, ns: &str) -> anyhow::Result<Vec<Finding>> {
-    let selector = format!("{CONTROL_PLANE_COMPONENT}={DESTINATION_COMPONENT}");
-    let deployments = Api::<Deployment>::namespaced(kube.clone(), ns)
-        .list(&ListParams::default().labels(&selector))
-        .await
-        .with_context(|| format!("listing the Deployments labelled {selector} in {ns}"))?;
-    let deployment = deployments
-        .items
-        .into_iter()
-        .next()
-        .with_context(|| format!("no Deployment labelled {selector} in {ns}"))?;
-    let name = format!(
-        "{ns}/{}",
-        deployment.metadata.name.as_deref().unwrap_or_default()
-    );
+    let (name, deployment) = crate::destination_deployment(kube, ns).await?;
     let containers: Vec<flags::ContainerArgs> = deployment
         .spec
         .and_then(|s| s.template.spec)

@@ -11,10 +11,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use k8s_api::labels::{CONTROL_PLANE_COMPONENT, DESTINATION_COMPONENT, DESTINATION_CONTAINERS};
-use k8s_openapi::api::{
-    apps::v1::Deployment,
-    core::v1::{Container, Pod},
-};
+use k8s_openapi::api::core::v1::{Container, Pod};
 use kube::{Api, Client, api::ListParams};
 
 use self::verdict::{ContainerStatus, PodStatus, Running};
@@ -38,20 +35,8 @@ pub struct StatusArgs {
 pub async fn run(args: StatusArgs) -> anyhow::Result<i32> {
     let kube = crate::kube_client(args.context.as_deref()).await?;
     let ns = &args.namespace;
+    let (name, deployment) = crate::destination_deployment(&kube, ns).await?;
     let selector = format!("{CONTROL_PLANE_COMPONENT}={DESTINATION_COMPONENT}");
-    let deployments = Api::<Deployment>::namespaced(kube.clone(), ns)
-        .list(&ListParams::default().labels(&selector))
-        .await
-        .with_context(|| format!("listing the Deployments labelled {selector} in {ns}"))?;
-    let deployment = deployments
-        .items
-        .into_iter()
-        .next()
-        .with_context(|| format!("no Deployment labelled {selector} in {ns}"))?;
-    let name = format!(
-        "{ns}/{}",
-        deployment.metadata.name.as_deref().unwrap_or_default()
-    );
     let template = controller_images(
         deployment
             .spec

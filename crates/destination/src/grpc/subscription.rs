@@ -50,8 +50,9 @@ enum Woke {
 /// A stream's position between two wakes.
 struct Follow<T, R: FnOnce(), F> {
     sub: Subscription<T, R>,
-    /// Set while the stream may still move (see [`Rekey`]).
-    rekey: Option<Rekey<T>>,
+    /// Set while the stream may still move (see [`Rekey`]); boxed, as
+    /// most streams never have one.
+    rekey: Option<Box<Rekey<T>>>,
     /// Turns the newest state into the frames this stream sends next.
     frames_for: F,
     /// Frames being written, and the next one to write.
@@ -83,7 +84,7 @@ where
             rx: Some(rx),
             release: Some(release),
         },
-        rekey,
+        rekey: rekey.map(Box::new),
         frames_for,
         frames: Frames::from(Vec::new()),
         next: 0,
@@ -98,9 +99,11 @@ where
             }
             if state.started {
                 let rx = state.sub.rx.as_mut()?;
+                // Boxed: only streams of the unknown-node group wait on it,
+                // and every stream's state would otherwise carry its room.
                 let rekey = async {
                     match state.rekey.as_mut() {
-                        Some(r) => match r.wake.changed().await {
+                        Some(r) => match Box::pin(r.wake.changed()).await {
                             Ok(()) => Woke::Rekey,
                             Err(_) => Woke::NoRekey,
                         },

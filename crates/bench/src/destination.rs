@@ -512,6 +512,9 @@ pub(crate) async fn populate(client: &kube::Client, plan: &Plan) -> anyhow::Resu
     Api::<Namespace>::all(client.clone())
         .create(&PostParams::default(), &ns)
         .await?;
+    // The node the pods run on and the streams' context tokens name: a
+    // proxy's node exists in its cluster.
+    local_cluster::node::ensure_node(client, "node-1", None).await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
     let pod_specs: Vec<(usize, usize)> = plan
         .sizes

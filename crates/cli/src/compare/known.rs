@@ -103,6 +103,10 @@ const NOT_ASKED: &[(&str, &str)] = &[
         "Metrics the original has that Meridian does not",
         "metrics are not asked",
     ),
+    (
+        "Traces go out over OTLP, profiles are two",
+        "traces and profiles are not asked",
+    ),
 ];
 
 /// The known difference that explains `a` against `b`, and whether side

@@ -11,7 +11,7 @@
 //! [`crate::proxy_client`]) holding a few `Get` streams, each paired with a
 //! `GetProfile` for the same target; 2,500 connections × 4, two hot
 //! Services of 500 endpoints (each with one stream on every connection)
-//! and many small ones. `--shape legacy` is the benchmark before issue 15:
+//! and many small ones. `--shape legacy` is the first benchmark's shape:
 //! 10,000 `Get` streams over 50 connections, no `GetProfile`.
 //!
 //! Prints the destination's RSS and anonymous RSS with warm streams, with

@@ -46,7 +46,7 @@ enum Bench {
     /// streams use the same connections.
     Policy(policy::Args),
     /// Memory and CPU per pod of the cluster: N injected pods in N/50
-    /// Services, each binary started after them (issue 21), then the
+    /// Services, each binary started after them, then the
     /// proxy-shaped streams at the largest N.
     ClusterSize(cluster_size::Args),
     /// What lookups a client chooses freely cost: API server requests,

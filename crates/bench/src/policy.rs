@@ -7,7 +7,7 @@
 //! default): 2,500 proxy connections with linkerd2-proxy's HTTP/2 settings
 //! ([`crate::proxy_client`]), 4 `WatchPort` streams each, and the outbound
 //! `Watch` streams on the same connections; `--shape legacy` is the
-//! benchmark before issue 15 (10,000 streams over 50 connections).
+//! first benchmark's shape (10,000 streams over 50 connections).
 //!
 //! Prints the controller's RSS and anonymous RSS with warm streams, with
 //! the connections open and with their streams (bytes per connection and

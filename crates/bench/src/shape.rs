@@ -1,6 +1,6 @@
 //! The connection shape flags the streaming benchmarks share: a mesh of
 //! proxies (`--shape proxy`, the default: 2,500 connections × 4 streams)
-//! or the benchmark before issue 15 (`--shape legacy`: 10,000 streams over
+//! or the first benchmark's shape (`--shape legacy`: 10,000 streams over
 //! 50 connections), either one overridden by `--connections` and
 //! `--streams-per-connection`.
 
@@ -9,7 +9,7 @@
 pub enum Shape {
     /// 2,500 proxy connections × 4 streams (a mesh of 2,500 proxies).
     Proxy,
-    /// 10,000 streams over 50 connections (the benchmark before issue 15).
+    /// 10,000 streams over 50 connections (the first benchmark's shape).
     Legacy,
 }
 

@@ -2,7 +2,7 @@
 //! the index never had are not passed on, and after a re-list the keys
 //! that were not listed again are removed.
 //!
-//! Every pod of the cluster has one, so the set is kept small (issue 21):
+//! Every pod of the cluster has one, so the set is kept small:
 //! names grouped under their namespace (one copy of each namespace, not
 //! one per object) and held as boxed strings (16 bytes, not an
 //! [`ObjectKey`]'s 48 plus its namespace's own allocation).

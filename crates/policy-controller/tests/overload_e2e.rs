@@ -1,4 +1,4 @@
-//! Overload (issue 13) on the `policy-controller` process: its gRPC server
+//! Overload on the `policy-controller` process: its gRPC server
 //! shares the destination's transport limits (`grpc_stream::server`), so
 //! a `WatchPort` past `--grpc-max-concurrent-streams` is refused while the
 //! connection's other streams and other clients are served; and an API

@@ -6,7 +6,7 @@
 //! Without either, jemalloc returns freed pages only as the process
 //! allocates again, so the memory of the initial lists (the API's pages,
 //! decoded, then dropped) stayed resident in a quiet controller: most of
-//! its memory per pod of the cluster (issue 21; `cargo xtask bench
+//! its memory per pod of the cluster (`cargo xtask bench
 //! cluster-size`, docs/performance.md).
 //!
 //! [`register_metrics`] exports what jemalloc's statistics say, where

@@ -1,6 +1,6 @@
 //! `meridian-bench cluster-size`: what the destination and the policy
 //! controller cost per pod of the cluster they watch, before and with
-//! proxies' streams (issue 21).
+//! proxies' streams.
 //!
 //! For each N of `--pods`, a fresh local control plane gets N injected-
 //! looking pods in N / 50 Services ([`fixtures`]). Then each binary

@@ -1,4 +1,4 @@
-//! `meridian-bench overload`: overload and bad peers (issue 13), against
+//! `meridian-bench overload`: overload and bad peers, against
 //! the `destination`, `policy-controller` and `sp-validator` processes on
 //! the real local control plane. Three parts, each printing figures:
 //!

@@ -1,4 +1,4 @@
-//! Overload and bad peers (issue 13), end to end against the `destination`
+//! Overload and bad peers, end to end against the `destination`
 //! process: streams past `--grpc-max-concurrent-streams` are refused with
 //! `REFUSED_STREAM` while every other stream and client is served; streams
 //! past `--grpc-max-open-streams`, over any connections, are refused with

@@ -1,6 +1,6 @@
 //! The published server of each known port of one workload, kept small:
 //! every pod a Server selects has an entry, and a cluster has thousands of
-//! them (issue 21).
+//! them.
 //!
 //! - The ports sit in a sorted list, not a `BTreeMap`: a workload has a
 //!   handful of ports, and a map's first node reserves room for eleven

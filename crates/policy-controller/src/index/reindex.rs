@@ -8,7 +8,7 @@
 //! [`WorkloadInfo`], and the servers Servers give its ports, and the
 //! default server of a port, depend on nothing else. At the initial list
 //! of a large namespace this is the difference between building and
-//! hashing a server per pod port and per ReplicaSet port (issue 21).
+//! hashing a server per pod port and per ReplicaSet port.
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},

@@ -1,7 +1,7 @@
 //! `cargo xtask bench h2-ab`: the destination benchmark N times with the
 //! patched h2 of vendor/ and N times with the crates.io release, each run
 //! beside a CPU hog on both cores, printing per run the missed updates and
-//! the unexpected stream and connection ends (issue 23).
+//! the unexpected stream and connection ends.
 //!
 //! The two binary sets: the release build of `cargo xtask bench` (patched,
 //! `target/release`), and the same packages built into
@@ -24,10 +24,10 @@ use std::{
 
 use anyhow::{Context, bail};
 
-use crate::paths::workspace_root;
-
-/// The h2 release vendor/h2 patches.
-const H2_VERSION: &str = "0.4.20";
+use crate::{
+    h2_patch::{H2_VERSION, release_source},
+    paths::workspace_root,
+};
 
 /// The options of `cargo xtask bench h2-ab`.
 #[derive(Debug)]
@@ -84,7 +84,7 @@ struct Outcome {
 pub fn run(args: AbArgs, patched_target: &Path, cargo: &str) -> anyhow::Result<()> {
     let root = workspace_root();
     let pristine_target = root.join("target/h2-pristine");
-    let source = pristine_source(cargo, &pristine_target)?;
+    let source = release_source(cargo, &pristine_target)?;
     println!(
         "h2-ab: the release h2 {H2_VERSION} from {}",
         source.display()
@@ -229,44 +229,6 @@ fn parse_summary(text: &str) -> Option<(usize, usize, usize)> {
         [a, b, c] => Some((a, b, c)),
         _ => None,
     }
-}
-
-/// The directory of the crates.io h2 release's source, fetched through a
-/// scratch package that depends on exactly that version.
-fn pristine_source(cargo: &str, target: &Path) -> anyhow::Result<PathBuf> {
-    let dir = target.join("fetch");
-    std::fs::create_dir_all(dir.join("src"))?;
-    std::fs::write(
-        dir.join("Cargo.toml"),
-        format!(
-            "[package]\nname = \"h2-release-fetch\"\nversion = \"0.0.0\"\nedition = \"2021\"\npublish = false\n\n[dependencies]\nh2 = \"={H2_VERSION}\"\n\n[workspace]\n"
-        ),
-    )?;
-    std::fs::write(dir.join("src/lib.rs"), "")?;
-    let output = Command::new(cargo)
-        .args(["metadata", "--format-version", "1", "--manifest-path"])
-        .arg(dir.join("Cargo.toml"))
-        .stderr(Stdio::inherit())
-        .output()
-        .context("cargo metadata of the h2 fetch package")?;
-    if !output.status.success() {
-        bail!("cargo metadata failed ({})", output.status);
-    }
-    let metadata: serde_json::Value = serde_json::from_slice(&output.stdout)?;
-    let manifest = metadata["packages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|p| p["name"] == "h2" && p["version"] == H2_VERSION)
-        .and_then(|p| p["manifest_path"].as_str())
-        .context("h2 is not among the fetch package's dependencies")?;
-    let source = Path::new(manifest)
-        .parent()
-        .context("h2's manifest has no directory")?;
-    if source.starts_with(workspace_root().join("vendor")) {
-        bail!("the fetched h2 is the vendored one ({})", source.display());
-    }
-    Ok(source.to_path_buf())
 }
 
 /// A TOML basic string.

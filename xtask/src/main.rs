@@ -6,6 +6,8 @@
 //! - `e2e`: the Meridian pod on a real kubelet (or kind, or any cluster) and the e2e suite.
 //! - `gen-crds`: writes `deploy/crds/` from the Rust types.
 //! - `images`: the container images, built locally (no registry needed).
+//! - `h2-patch [--write]`: checks (or writes) `vendor/h2.patch`, the h2 release + patch = `vendor/h2`.
+//! - `imports`: checks that no crate has an import circle between its modules.
 //! - `soak`: churn and faults against the destination and the policy controller, every stream audited.
 //! - `up`: the whole control plane locally, with sample workloads.
 //! - `test`: every test of the workspace (builds the control plane first).
@@ -16,6 +18,7 @@ mod cluster;
 mod e2e;
 mod gen_crds;
 mod h2_ab;
+mod h2_patch;
 mod images;
 mod imports;
 mod paths;
@@ -46,6 +49,12 @@ enum Command {
     E2e(e2e::E2eArgs),
     /// Writes deploy/crds/ from the Rust CRD types.
     GenCrds,
+    /// Checks that the h2 release plus vendor/h2.patch is vendor/h2 (--write regenerates the patch).
+    H2Patch {
+        /// Write vendor/h2.patch from vendor/h2 instead of checking it.
+        #[arg(long)]
+        write: bool,
+    },
     /// Checks that no crate of the workspace has an import circle between its modules.
     Imports,
     /// Builds the container images (base from Debian packages, pause, HTTP test, Meridian controller) with the local Docker daemon.
@@ -65,6 +74,7 @@ fn main() -> anyhow::Result<()> {
         Command::Certs(args) => certs::run(args),
         Command::E2e(args) => e2e::run(args),
         Command::GenCrds => gen_crds::run(),
+        Command::H2Patch { write } => h2_patch::run(write),
         Command::Imports => imports::run(),
         Command::Images(args) => images::run(args),
         Command::Soak(args) => soak::run(args),

@@ -1,6 +1,7 @@
 //! `cargo xtask test`: every test of the workspace. Builds the control-plane
 //! binaries first (cached), so that the integration tests only start them,
-//! then runs the vendored h2's own tests (its unit tests with their HPACK
+//! then checks that the h2 release plus `vendor/h2.patch` is `vendor/h2`
+//! ([`crate::h2_patch`]) and runs the vendored h2's own tests (its unit tests with their HPACK
 //! fixtures, upstream's integration tests and Meridian's, see
 //! [`vendored_h2`]), then the short soak (`cargo xtask soak`'s fixed-seed run: churn and
 //! faults, every stream audited; any stale stream fails), then checks the
@@ -52,6 +53,7 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
     if !status.success() {
         bail!("cargo test failed with {status}");
     }
+    crate::h2_patch::check(&cargo)?;
     vendored_h2(&cargo)?;
     // The binaries `cargo build --workspace --bins` just built (dev profile).
     crate::soak::short("dev")?;

@@ -27,11 +27,11 @@ use http_body_util::BodyExt;
 use meridian_runtime::{
     Shutdown,
     peers::{
-        Listener, Reason,
+        Listener, Reason, accept_until,
         http::{IDLE_TIMEOUT, Protocol, Settings, error_chain, serve_connection_with},
     },
 };
-use tokio::{net::TcpListener, task::JoinSet};
+use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
 pub use crate::limits::BODY_LIMIT;
@@ -44,9 +44,6 @@ use crate::{
 
 /// How long a TLS handshake may take.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// How long in-flight requests get to finish after shutdown is requested.
-pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Each connection's settings. HTTP/1 heads: a fresh connection's first
 /// head must be in within 10 s (`peers::http`); later heads share the idle
@@ -270,37 +267,24 @@ impl HttpsServer {
     }
 
     /// Serves `router` until `shutdown`, then lets in-flight requests finish
-    /// for up to [`DRAIN_TIMEOUT`]. When the certificate changes, open
+    /// for up to [`meridian_runtime::peers::DRAIN_TIMEOUT`]. When the certificate changes, open
     /// connections are closed gracefully so clients handshake again.
     pub async fn serve(self, router: Router, shutdown: Shutdown) {
         let addr = self.listener.local_addr().ok();
         tracing::info!(?addr, "webhook server listening");
-        let mut connections = JoinSet::new();
-        let stop = shutdown.clone().requested();
-        tokio::pin!(stop);
-        loop {
-            let accepted = tokio::select! {
-                () = &mut stop => break,
-                accepted = self.listener.accept() => accepted,
-                // Reap finished connection tasks as we go.
-                Some(_) = connections.join_next(), if !connections.is_empty() => continue,
-            };
-            let (tcp, peer) = match accepted {
-                Ok(accepted) => accepted,
-                Err(error) => {
-                    // E.g. too many open files: back off instead of spinning.
-                    tracing::warn!(%error, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            };
-            let acceptor = self.acceptor.clone();
+        let Self {
+            listener,
+            acceptor,
+            certs,
+            peers,
+        } = self;
+        accept_until(listener, &peers, shutdown.clone(), |tcp, peer| {
+            let acceptor = acceptor.clone();
             let router = router.clone();
             let shutdown = shutdown.clone();
-            let mut rotated = self.certs.subscribe();
-            let peers = self.peers.clone();
-            connections.spawn(async move {
-                let _open = peers.open();
+            let mut rotated = certs.subscribe();
+            let peers = peers.clone();
+            async move {
                 let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await
                 {
                     Ok(Ok(tls)) => tls,
@@ -333,20 +317,9 @@ impl HttpsServer {
                 };
                 serve_connection_with(tls, protocol, router, &peers, Some(peer), stop, CONNECTION)
                     .await;
-            });
-        }
-        drop(self.listener);
-        let drained = tokio::time::timeout(DRAIN_TIMEOUT, async {
-            while connections.join_next().await.is_some() {}
+            }
         })
         .await;
-        if drained.is_err() {
-            tracing::warn!(
-                remaining = connections.len(),
-                "closing connections that did not drain"
-            );
-            connections.abort_all();
-        }
         tracing::info!("webhook server stopped");
     }
 }

@@ -8,7 +8,7 @@
 //! arrive within 10 s, bad peers are closed and reported (listener `admin`,
 //! or the name given).
 
-use std::{net::SocketAddr, sync::Arc, time::Duration};
+use std::{net::SocketAddr, sync::Arc};
 
 use axum::{
     Router,
@@ -18,7 +18,7 @@ use axum::{
     routing::get,
 };
 use prometheus_client::registry::Registry;
-use tokio::{net::TcpListener, task::JoinSet};
+use tokio::net::TcpListener;
 
 use crate::{
     Readiness, Shutdown,
@@ -27,9 +27,6 @@ use crate::{
         http::{Protocol, serve_connection},
     },
 };
-
-/// How long open admin connections get to finish after shutdown.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Serves the admin endpoints (or a binary's routes alone) until shutdown.
 pub struct AdminServer {
@@ -102,40 +99,16 @@ impl AdminServer {
             "admin server listening"
         );
         let router = self.router;
-        let mut connections = JoinSet::new();
-        let stop = shutdown.clone().requested();
-        tokio::pin!(stop);
-        loop {
-            let accepted = tokio::select! {
-                () = &mut stop => break,
-                accepted = self.listener.accept() => accepted,
-                Some(_) = connections.join_next(), if !connections.is_empty() => continue,
-            };
-            let (tcp, peer) = match accepted {
-                Ok(accepted) => accepted,
-                Err(error) => {
-                    // E.g. too many open files: back off instead of spinning.
-                    tracing::warn!(%error, "admin accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            };
+        let peers = self.peers.clone();
+        peers::accept_until(self.listener, &self.peers, shutdown.clone(), |tcp, peer| {
             let router = router.clone();
-            let peers = self.peers.clone();
+            let peers = peers.clone();
             let stop = shutdown.clone().requested();
-            connections.spawn(async move {
-                let _open = peers.open();
+            async move {
                 serve_connection(tcp, Protocol::Http1, router, &peers, Some(peer), stop).await;
-            });
-        }
-        drop(self.listener);
-        let drained = tokio::time::timeout(DRAIN_TIMEOUT, async {
-            while connections.join_next().await.is_some() {}
+            }
         })
         .await;
-        if drained.is_err() {
-            connections.abort_all();
-        }
         Ok(())
     }
 }

@@ -12,6 +12,7 @@
 //! benchmark (or an operator) can see that the connections of bad peers
 //! are gone and left no task behind.
 
+mod accept;
 pub mod http;
 mod preface;
 
@@ -29,6 +30,7 @@ use prometheus_client::{
     registry::Registry,
 };
 
+pub use accept::{DRAIN_TIMEOUT, accept_until};
 pub use preface::{PREFACE_TIMEOUT, PrefaceGuard};
 
 /// At most one bad-peer log line per listener per interval (after the first).

@@ -78,53 +78,20 @@ impl PodInfo {
     }
 }
 
-/// A pod as the destination watches it: its `metadata` reduced to what a
-/// watch needs (name, namespace, resourceVersion) and its [`PodFacts`],
-/// decoded straight from the API's JSON. Everything else (the rest of the
-/// spec and status, managed fields, other labels and annotations) is
-/// skipped by the decoder and never allocated.
-#[derive(Clone, Debug)]
-pub struct PodObject {
-    metadata: ObjectMeta,
-    /// What the index keeps.
-    pub facts: PodFacts,
-}
-
-k8s_index::partial_object!(
-    PodObject,
-    kind = "Pod",
-    group = "",
-    version = "v1",
-    plural = "pods"
-);
-
-impl From<&Pod> for PodObject {
-    /// The same decoding from a `k8s-openapi` `Pod` (tests, and objects
-    /// that arrive as one), through its JSON.
-    fn from(pod: &Pod) -> Self {
-        serde_json::to_value(pod)
-            .and_then(serde_json::from_value)
-            .unwrap_or_else(|_| Self {
-                metadata: ObjectMeta::default(),
-                facts: PodJson::default().facts(),
-            })
+k8s_index::partial_object! {
+    /// A pod as the destination watches it: its `metadata` reduced to what a
+    /// watch needs (name, namespace, resourceVersion) and its [`PodFacts`],
+    /// decoded straight from the API's JSON. Everything else (the rest of the
+    /// spec and status, managed fields, other labels and annotations) is
+    /// skipped by the decoder and never allocated.
+    #[derive(Clone, Debug)]
+    pub struct PodObject {
+        /// What the index keeps.
+        pub facts: PodFacts,
     }
-}
-
-impl<'de> Deserialize<'de> for PodObject {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let json = PodJson::deserialize(deserializer)?;
-        let metadata = ObjectMeta {
-            name: json.metadata.name.clone(),
-            namespace: json.metadata.namespace.clone(),
-            resource_version: json.metadata.resource_version.clone(),
-            ..ObjectMeta::default()
-        };
-        Ok(Self {
-            metadata,
-            facts: json.facts(),
-        })
-    }
+    kind = "Pod", group = "", version = "v1", plural = "pods";
+    decoded from PodJson by facts;
+    from Pod;
 }
 
 // ---- the JSON fields read, and only those ----

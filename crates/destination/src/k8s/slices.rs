@@ -6,7 +6,6 @@ use std::{net::IpAddr, sync::Arc};
 
 use k8s_api::labels;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Deserializer};
 
 use crate::core::slice::{Mirror, SliceEndpoint, SliceFacts, SlicePort, SliceTarget};
@@ -17,55 +16,22 @@ pub const POD_KIND: &str = "Pod";
 /// `targetRef.kind` of an ExternalWorkload-backed endpoint.
 pub const EXTERNAL_WORKLOAD_KIND: &str = "ExternalWorkload";
 
-/// An EndpointSlice as the destination watches it: `metadata` reduced to
-/// name, namespace and resourceVersion, and its [`SliceFacts`].
-#[derive(Clone, Debug)]
-pub struct SliceObject {
-    metadata: ObjectMeta,
-    /// What the index keeps.
-    pub facts: SliceFacts,
-}
-
-k8s_index::partial_object!(
-    SliceObject,
-    kind = "EndpointSlice",
-    group = "discovery.k8s.io",
-    version = "v1",
-    plural = "endpointslices"
-);
-
-impl From<&EndpointSlice> for SliceObject {
-    /// The same decoding from a `k8s-openapi` `EndpointSlice` (tests, and
-    /// objects that arrive as one), through its JSON.
-    fn from(slice: &EndpointSlice) -> Self {
-        serde_json::to_value(slice)
-            .and_then(serde_json::from_value)
-            .unwrap_or_else(|_| Self {
-                metadata: ObjectMeta::default(),
-                facts: SliceJson::default().facts(),
-            })
+k8s_index::partial_object! {
+    /// An EndpointSlice as the destination watches it: `metadata` reduced to
+    /// name, namespace and resourceVersion, and its [`SliceFacts`].
+    #[derive(Clone, Debug)]
+    pub struct SliceObject {
+        /// What the index keeps.
+        pub facts: SliceFacts,
     }
+    kind = "EndpointSlice", group = "discovery.k8s.io", version = "v1", plural = "endpointslices";
+    decoded from SliceJson by facts;
+    from EndpointSlice;
 }
 
 /// The facts of a `k8s-openapi` slice (tests, linked clusters' fixtures).
 pub fn slice_facts(slice: &EndpointSlice) -> SliceFacts {
     SliceObject::from(slice).facts
-}
-
-impl<'de> Deserialize<'de> for SliceObject {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let json = SliceJson::deserialize(deserializer)?;
-        let metadata = ObjectMeta {
-            name: json.metadata.name.clone(),
-            namespace: json.metadata.namespace.clone(),
-            resource_version: json.metadata.resource_version.clone(),
-            ..ObjectMeta::default()
-        };
-        Ok(Self {
-            metadata,
-            facts: json.facts(),
-        })
-    }
 }
 
 // ---- the JSON fields read, and only those ----

@@ -14,8 +14,7 @@ use linkerd2_proxy_api::{
 use test_support::{TestEnv, eventually};
 use tonic::Streaming;
 
-mod support;
-use support::start_controller;
+use crate::support::start_controller;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 

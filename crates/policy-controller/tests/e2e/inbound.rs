@@ -3,58 +3,18 @@
 //! applied with kubectl, and a generated tonic client reads the API over a
 //! real socket.
 
-use std::{net::SocketAddr, time::Duration};
+use std::time::Duration;
 
 use linkerd2_proxy_api::{
-    inbound::{
-        PortSpec, Server, authn, inbound_server_policies_client::InboundServerPoliciesClient,
-        proxy_protocol,
-    },
+    inbound::{PortSpec, Server, authn, proxy_protocol},
     meta::metadata,
 };
-use test_support::{LocalCa, ServerProcess, TestEnv, eventually, free_addr};
-use tonic::{Code, Streaming, transport::Channel};
+use test_support::{LocalCa, TestEnv, eventually, free_addr};
+use tonic::{Code, Streaming};
+
+use crate::support::{start_controller, start_controller_with_webhook};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
-
-/// Applies (once per test binary) the CRDs and waits until they serve.
-fn install_crds(env: &TestEnv) {
-    env.cluster().ensure_crds();
-}
-
-struct Controller {
-    process: ServerProcess,
-    client: InboundServerPoliciesClient<Channel>,
-}
-
-async fn start_controller(env: &TestEnv) -> Controller {
-    start_controller_with(env, &["--admission-controller-disabled".to_string()]).await
-}
-
-/// Starts a controller whose status-writer Lease lives in the test's
-/// namespace (so a controller killed by another test holds no Lease we
-/// wait on).
-async fn start_controller_with(env: &TestEnv, extra: &[String]) -> Controller {
-    install_crds(env);
-    let grpc = free_addr();
-    let admin = free_addr();
-    let mut args = env.policy_controller_args(grpc, admin);
-    args.extend_from_slice(extra);
-    let process = ServerProcess::start(
-        env!("CARGO_BIN_EXE_policy-controller").as_ref(),
-        &args,
-        admin,
-    )
-    .await;
-    let client = connect(grpc).await;
-    Controller { process, client }
-}
-
-async fn connect(addr: SocketAddr) -> InboundServerPoliciesClient<Channel> {
-    InboundServerPoliciesClient::connect(format!("http://{addr}"))
-        .await
-        .expect("connect to the policy controller")
-}
 
 /// A MeshTLSAuthentication of `client_id` and an AuthorizationPolicy
 /// allowing it on Server `server`.
@@ -148,10 +108,10 @@ async fn create_web_pod(env: &TestEnv) {
 async fn watch_follows_servers_and_authorizations() {
     let env = TestEnv::new("policy").await;
     create_web_pod(&env).await;
-    let mut controller = start_controller(&env).await;
+    let mut controller = start_controller(&env, &[]).await;
 
     let mut stream = controller
-        .client
+        .inbound
         .watch_port(spec(&env, "web", 8080))
         .await
         .expect("WatchPort")
@@ -230,8 +190,8 @@ async fn oldest_server_wins_and_bad_requests_get_proper_codes() {
     create_web_pod(&env).await;
     env.create_ready_pod(&env.pod("plain").port(Some("http"), 8080))
         .await;
-    let mut controller = start_controller(&env).await;
-    let client = &mut controller.client;
+    let mut controller = start_controller(&env, &[]).await;
+    let client = &mut controller.inbound;
 
     for (workload, port) in [
         ("bad".to_string(), 8080),
@@ -289,7 +249,7 @@ spec:
   port: 9999
 ",
     );
-    let client = controller.client.clone();
+    let client = controller.inbound.clone();
     let env_ref = &env;
     eventually("the marker Server", TIMEOUT, || {
         let mut client = client.clone();
@@ -307,7 +267,7 @@ spec:
     })
     .await;
     let current = controller
-        .client
+        .inbound
         .get_port(spec(&env, "web", 8080))
         .await
         .expect("GetPort")
@@ -414,9 +374,9 @@ spec:
 async fn status_writer_accepts_routes_and_the_stream_follows_in_order() {
     let env = TestEnv::new("policy").await;
     create_web_pod(&env).await;
-    let mut controller = start_controller(&env).await;
+    let mut controller = start_controller(&env, &[]).await;
     let mut stream = controller
-        .client
+        .inbound
         .watch_port(spec(&env, "web", 8080))
         .await
         .expect("WatchPort")
@@ -722,7 +682,7 @@ async fn kubectl_apply_of_invalid_policy_objects_is_refused() {
     std::fs::write(&crt, &cert.cert_pem).expect("write cert");
     std::fs::write(&key, &cert.key_pem).expect("write key");
     let https = free_addr();
-    let controller = start_controller_with(
+    let controller = start_controller_with_webhook(
         &env,
         &[
             format!("--server-addr={https}"),
@@ -808,9 +768,9 @@ spec:
 async fn open_watches_are_listed_and_audited() {
     let env = TestEnv::new("policy-introspect").await;
     create_web_pod(&env).await;
-    let mut controller = start_controller(&env).await;
+    let mut controller = start_controller(&env, &[]).await;
     let mut stream = controller
-        .client
+        .inbound
         .watch_port(spec(&env, "web", 8080))
         .await
         .expect("WatchPort")
@@ -903,7 +863,7 @@ fn external_spec(env: &TestEnv, name: &str, port: u32) -> PortSpec {
 #[tokio::test]
 async fn external_workloads_get_their_servers_policy_and_follow_relabelling() {
     let env = TestEnv::new("policy-ew").await;
-    install_crds(&env);
+    env.cluster().ensure_crds();
     let client_id = format!(
         "client.{}.serviceaccount.identity.linkerd.cluster.local",
         env.ns
@@ -928,10 +888,10 @@ spec:
 ",
         ) + &allow_clients("vm-http", &client_id)),
     );
-    let mut controller = start_controller(&env).await;
+    let mut controller = start_controller(&env, &[]).await;
 
     let err = controller
-        .client
+        .inbound
         .get_port(external_spec(&env, "missing", 8080))
         .await
         .expect_err("unknown external workload");
@@ -941,14 +901,14 @@ spec:
     );
     // The same name as a pod is not an external workload.
     let err = controller
-        .client
+        .inbound
         .get_port(spec(&env, "vm", 8080))
         .await
         .expect_err("no such pod");
     assert_eq!(err.code(), Code::NotFound, "{err:?}");
 
     let mut stream = controller
-        .client
+        .inbound
         .watch_port(external_spec(&env, "vm", 8080))
         .await
         .expect("WatchPort")
@@ -981,7 +941,7 @@ spec:
 
     // Another port of the workload has the default server.
     let other = controller
-        .client
+        .inbound
         .get_port(external_spec(&env, "vm", 9999))
         .await
         .expect("GetPort")

@@ -15,8 +15,7 @@ use linkerd2_proxy_api::{
 };
 use test_support::TestEnv;
 
-mod support;
-use support::start_controller;
+use crate::support::start_controller;
 
 /// How many times each kind is created and asked for at once.
 const ROUNDS: usize = 50;

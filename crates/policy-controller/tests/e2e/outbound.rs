@@ -15,38 +15,12 @@ use linkerd2_proxy_api::{
     },
 };
 use test_support::{LocalCa, ServerProcess, TestEnv, eventually, free_addr};
-use tonic::{Code, Streaming, transport::Channel};
+use tonic::{Code, Streaming};
+
+use crate::support::{start_controller, start_controller_with_webhook};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 const WEBHOOK: &str = "linkerd-policy-validator.linkerd.io";
-
-struct Controller {
-    process: ServerProcess,
-    client: OutboundPoliciesClient<Channel>,
-}
-
-/// Starts a controller whose status-writer Lease lives in the test's
-/// namespace.
-async fn start_controller(env: &TestEnv, extra: &[String]) -> Controller {
-    env.cluster().ensure_crds();
-    let grpc = free_addr();
-    let admin = free_addr();
-    let mut args = env.policy_controller_args(grpc, admin);
-    if extra.is_empty() {
-        args.push("--admission-controller-disabled".into());
-    }
-    args.extend_from_slice(extra);
-    let process = ServerProcess::start(
-        env!("CARGO_BIN_EXE_policy-controller").as_ref(),
-        &args,
-        admin,
-    )
-    .await;
-    let client = OutboundPoliciesClient::connect(format!("http://{grpc}"))
-        .await
-        .expect("connect to the policy controller");
-    Controller { process, client }
-}
 
 fn kubectl(env: &TestEnv, ns: &str, args: &[&str], stdin: Option<&str>) -> String {
     let mut all = vec!["-n", ns];
@@ -267,7 +241,7 @@ async fn watch_follows_a_route_from_creation_to_deletion() {
     let authority = format!("web.{}.svc.cluster.local:80", env.ns);
 
     let mut stream = controller
-        .client
+        .outbound
         .watch(by_authority(&env.ns, &authority))
         .await
         .expect("Watch")
@@ -336,7 +310,7 @@ async fn watch_follows_a_route_from_creation_to_deletion() {
     // A consumer route: only clients of its namespace see it.
     apply(&env, &consumer.ns, &route_yaml("mine", &env.ns, API_RULE));
     let mut consumer_stream = controller
-        .client
+        .outbound
         .watch(by_authority(&consumer.ns, &authority))
         .await
         .expect("Watch")
@@ -346,7 +320,7 @@ async fn watch_follows_a_route_from_creation_to_deletion() {
     })
     .await;
     let producer_view = controller
-        .client
+        .outbound
         .get(by_authority(&env.ns, &authority))
         .await
         .expect("Get")
@@ -385,7 +359,7 @@ async fn annotations_addresses_and_status_codes() {
     apply(&env, &env.ns, &service_yaml("web", ""));
     let ip = service_ip(&env, "web").await;
     let mut controller = start_controller(&env, &[]).await;
-    let client = &mut controller.client;
+    let client = &mut controller.outbound;
 
     let mut stream = eventually("the Service to be indexed", TIMEOUT, || {
         let mut client = client.clone();
@@ -431,7 +405,7 @@ async fn annotations_addresses_and_status_codes() {
     assert_eq!(kind_of(&short), "opaque");
 
     // A Service that does not exist (yet): its default policy, as the
-    // original's (`NotFound` would be cached by a proxy; see `lag_e2e`).
+    // original's (`NotFound` would be cached by a proxy; see `lag`).
     let unknown = get(by_authority(
         &env.ns,
         &format!("nope.{}.svc.cluster.local:80", env.ns),
@@ -491,7 +465,7 @@ async fn kubectl_apply_through_the_webhook_decides_as_the_original() {
     std::fs::write(&crt, &cert.cert_pem).expect("write cert");
     std::fs::write(&key, &cert.key_pem).expect("write key");
     let https = free_addr();
-    let _controller = start_controller(
+    let _controller = start_controller_with_webhook(
         &env,
         &[
             format!("--server-addr={https}"),
@@ -751,13 +725,13 @@ spec:
     let spec =
         |port: u16| by_authority(&env.ns, &format!("rpc.{}.svc.cluster.local:{port}", env.ns));
     let mut grpc = controller
-        .client
+        .outbound
         .watch(spec(8080))
         .await
         .expect("Watch")
         .into_inner();
     let mut db = controller
-        .client
+        .outbound
         .watch(spec(5432))
         .await
         .expect("Watch")

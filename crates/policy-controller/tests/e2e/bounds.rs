@@ -55,6 +55,8 @@ async fn start(env: &TestEnv, extra: &[&str]) -> (ServerProcess, std::net::Socke
 
 #[tokio::test]
 async fn watches_of_absent_services_go_when_their_streams_end() {
+    // Its controller writes route statuses too (see `support`).
+    let _turn = crate::support::turn().await;
     let env = TestEnv::new("bounds-outbound").await;
     let (process, grpc) = start(&env, &[]).await;
     let mut client = OutboundPoliciesClient::connect(format!("http://{grpc}"))
@@ -94,6 +96,8 @@ async fn watches_of_absent_services_go_when_their_streams_end() {
 
 #[tokio::test]
 async fn streams_past_the_process_cap_are_refused_over_any_connection() {
+    // Its controller writes route statuses too (see `support`).
+    let _turn = crate::support::turn().await;
     let env = TestEnv::new("bounds-cap").await;
     let (process, grpc) = start(&env, &["--grpc-max-open-streams=3"]).await;
     // One connection per stream: the per-connection limit is not what

@@ -13,6 +13,8 @@ use test_support::{
 
 #[tokio::test]
 async fn starts_from_the_deploy_args_with_its_service_account() {
+    // Its controller writes route statuses too (see `support`).
+    let _turn = crate::support::turn().await;
     let env = TestEnv::new("deploy-policy").await;
     let cluster = env.cluster();
     cluster.ensure_crds();

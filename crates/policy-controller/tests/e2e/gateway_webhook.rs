@@ -58,6 +58,8 @@ spec:
 /// Gateway API allows is admitted.
 #[tokio::test]
 async fn kubectl_apply_through_the_webhook_refuses_as_the_original() {
+    // Its controller writes route statuses too (see `support`).
+    let _turn = crate::support::turn().await;
     let env = TestEnv::new("gateway-webhook").await;
     env.cluster().ensure_crds();
     kubectl(

@@ -7,9 +7,10 @@
 //! comings and goings need a control plane without them:
 //! `tests/gateway_crds.rs` is a binary of its own.)
 //!
-//! - `inbound`: `WatchPort` follows Servers, authorizations, routes and
-//!   ExternalWorkloads; bad requests' codes; the route status writer;
-//!   `kubectl apply` of invalid policy objects; `/streams` and `/audit`;
+//! - `inbound`: `WatchPort` follows Servers and authorizations (`routes`,
+//!   `external_workloads`), bad requests' codes, the route status writer,
+//!   `kubectl apply` of invalid policy objects (`admission`), `/streams`
+//!   and `/audit` (`introspection`), one file each;
 //! - `outbound`: `Watch` follows Services and routes (HTTP, gRPC, TCP,
 //!   TLS); addresses and status codes; the webhook's decisions; SIGTERM;
 //! - `egress_ratelimit`: HTTPLocalRateLimitPolicies and EgressNetworks;

@@ -585,6 +585,8 @@ spec:
 /// built for the test by `test_support::cli`.
 #[tokio::test]
 async fn meridian_cli_prints_the_outbound_policy() {
+    // Its controller writes route statuses too (see `support`).
+    let _turn = crate::support::turn().await;
     let cli = test_support::cli::meridian_cli();
     let env = TestEnv::new("outbound").await;
     apply(&env, &env.ns, &service_yaml("web", ""));
@@ -653,6 +655,8 @@ async fn meridian_cli_prints_the_outbound_policy() {
 /// `CANCELLED`, and the process exits.
 #[tokio::test]
 async fn sigterm_ends_open_streams_with_ok() {
+    // Its controller writes route statuses too (see `support`).
+    let _turn = crate::support::turn().await;
     let env = TestEnv::new("outbound").await;
     apply(&env, &env.ns, &service_yaml("web", ""));
     env.cluster().ensure_crds();

@@ -30,6 +30,8 @@ fn spec(env: &TestEnv, pod: &str) -> PortSpec {
 
 #[tokio::test]
 async fn watch_ports_past_the_limit_are_refused_and_others_served() {
+    // Its controller writes route statuses too (see `support`).
+    let _turn = crate::support::turn().await;
     let env = TestEnv::new("overload-policy").await;
     env.cluster().ensure_crds();
     let pod = env
@@ -101,6 +103,8 @@ async fn watch_ports_past_the_limit_are_refused_and_others_served() {
 
 #[tokio::test]
 async fn an_unreachable_api_server_is_named_in_ready_until_it_answers() {
+    // Its controller writes route statuses too (see `support`).
+    let _turn = crate::support::turn().await;
     let env = TestEnv::new("overload-policy-unreachable").await;
     let cluster = env.cluster();
     cluster.ensure_crds();

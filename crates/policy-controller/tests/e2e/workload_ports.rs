@@ -16,6 +16,8 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 /// UNIMPLEMENTED for it.
 #[tokio::test]
 async fn workload_ports_are_served_apart_from_the_public_port() {
+    // Its controller writes route statuses too (see `support`).
+    let _turn = crate::support::turn().await;
     let env = TestEnv::new("policy-feed").await;
     env.cluster().ensure_crds();
     let grpc = free_addr();

@@ -617,6 +617,9 @@ mod tests {
         let subscriber = tracing_subscriber::registry().with(SpanNames(names.clone()));
         let index = SharedIndex::default();
         tracing::subscriber::with_default(subscriber, || {
+            // Another test's thread may have registered these callsites
+            // while only the no-op subscriber was there: ask them again.
+            tracing::callsite::rebuild_interest_cache();
             run_events(
                 &index,
                 vec![

@@ -27,6 +27,7 @@ pub mod grpc;
 pub mod index;
 pub mod metrics;
 pub mod original_metrics;
+pub mod proto;
 pub mod runtime;
 pub mod status;
 pub mod webhook;

@@ -6,10 +6,7 @@
 //! crate); `GetPort` goes to the generated server.
 
 mod confirm;
-mod convert;
 pub mod outbound;
-mod outbound_convert;
-mod ratelimit_convert;
 pub mod streams;
 mod workload;
 pub mod workload_ports;
@@ -27,14 +24,11 @@ use linkerd2_proxy_api::inbound::{
 use meridian_runtime::Shutdown;
 use tokio_stream::wrappers::WatchStream;
 
-pub use self::{
-    convert::to_server,
-    outbound_convert::{egress_fallback, to_outbound_policy, undefined_port},
-    workload::{InvalidWorkload, Workload},
-};
+pub use self::workload::{InvalidWorkload, Workload};
 use crate::{
     core::{DiscoverInboundServer, LookupError, WorkloadKind, WorkloadPort},
     metrics::GrpcMetrics,
+    proto::to_server,
 };
 
 /// The inbound policy service.

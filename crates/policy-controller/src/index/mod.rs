@@ -18,8 +18,6 @@ mod pod;
 mod port_servers;
 pub mod ratelimit;
 mod reindex;
-#[cfg(test)]
-mod reindex_tests;
 pub(crate) mod routes;
 mod selector;
 mod server;

@@ -1,4 +1,4 @@
-//! A pass over many workloads ([`super::reindex`]): what the pods of one
+//! A pass over many workloads ([`crate::index::reindex`]): what the pods of one
 //! definition share is computed once, and nothing of one definition leaks
 //! into another's servers.
 
@@ -7,7 +7,6 @@ use std::sync::Arc;
 use k8s_index::Index as _;
 use serde_json::json;
 
-use super::tests::{cluster, net, pod, probed_pod, rx, server};
 use super::*;
 use crate::core::routes;
 

@@ -2,7 +2,7 @@
 //! (`Get`, `Watch`) over any [`DiscoverOutboundPolicy`]: validates the
 //! request, resolves the target (a Service by ClusterIP or by
 //! `<svc>.<ns>.svc[.<cluster-domain>][:port]`, an undeclared port, an
-//! egress address followed through its EgressNetwork), and answers with [`super::outbound_convert`].
+//! egress address followed through its EgressNetwork), and answers with [`crate::proto::outbound`].
 //! [`OutboundPolicyRouter`] answers `Watch` with exactly-sized frames (the
 //! `grpc-stream` crate), as `WatchPort` is.
 
@@ -18,16 +18,14 @@ use linkerd2_proxy_api::outbound::{
 use meridian_runtime::Shutdown;
 use tokio_stream::wrappers::WatchStream;
 
-use super::{
-    Workload,
-    outbound_convert::{egress_fallback, to_egress_policy, to_outbound_policy, undefined_port},
-};
+use super::Workload;
 use crate::{
     core::{
         DiscoverOutboundPolicy,
         outbound::{OutboundTarget, ServiceTarget},
     },
     metrics::GrpcMetrics,
+    proto::{egress_fallback, to_egress_policy, to_outbound_policy, undefined_port},
 };
 
 const GET: &str = "Get";
@@ -411,5 +409,4 @@ impl<D: DiscoverOutboundPolicy> grpc_stream::FramedMethods for OutboundPolicySer
 }
 
 #[cfg(test)]
-#[path = "outbound_tests.rs"]
 mod tests;

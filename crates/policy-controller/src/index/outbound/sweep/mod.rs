@@ -61,5 +61,4 @@ pub fn sweep_shared(index: &k8s_index::SharedIndex<OutboundIndex>) -> usize {
 }
 
 #[cfg(test)]
-#[path = "sweep_tests.rs"]
 mod tests;

@@ -9,7 +9,7 @@ use linkerd2_proxy_api::{
     meta::{self, metadata},
 };
 
-use super::ratelimit_convert::to_rate_limit;
+use super::ratelimit::to_rate_limit;
 use crate::core::{
     AuthorizationRef, Authorizations, ClientAuthentication, ClientAuthorization, IdentityMatch,
     InboundServer, ProxyProtocol, RouteRef, ServerRef,

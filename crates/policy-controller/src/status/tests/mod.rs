@@ -535,5 +535,4 @@ fn routes_the_indexes_cannot_serve_say_why() {
     assert_eq!(parents[0].conditions[0].reason, ACCEPTED);
 }
 
-#[path = "policies_tests.rs"]
-mod policies_tests;
+mod policies;

@@ -2,8 +2,10 @@
 
 use k8s_api::policy::{EgressNetwork, HTTPLocalRateLimitPolicy};
 
-use super::policies::{EGRESS_NETWORK_OVERLAP, NO_MATCHING_TARGET, RATELIMIT_ALREADY_EXISTS};
 use super::*;
+use crate::status::policies::{
+    EGRESS_NETWORK_OVERLAP, NO_MATCHING_TARGET, RATELIMIT_ALREADY_EXISTS,
+};
 
 fn ratelimit(name: &str, created: i64, server: &str) -> HTTPLocalRateLimitPolicy {
     serde_json::from_value(json!({
@@ -25,7 +27,7 @@ fn egress(name: &str, networks: Value) -> EgressNetwork {
 }
 
 /// (name, status, reason) of each patch's Accepted condition.
-fn accepted(patches: &[super::policies::PolicyPatch]) -> Vec<(String, String, String)> {
+fn accepted(patches: &[crate::status::policies::PolicyPatch]) -> Vec<(String, String, String)> {
     patches
         .iter()
         .map(|p| {

@@ -1030,8 +1030,8 @@ fn opaque_servers_feed_the_destination_without_a_port_lookup() {
     assert!(index.follow_opaque_ports().0.is_empty());
 }
 
-#[path = "ratelimit_tests.rs"]
-mod ratelimit_tests;
+mod ratelimit;
 
-#[path = "external_workload_tests.rs"]
-mod external_workload_tests;
+mod reindex;
+
+mod external_workload;

@@ -463,5 +463,4 @@ fn tls_and_tcp_routes() {
     assert!(matches!(&backends[..], [Backend::Service(s)] if s.exists && s.port.get() == 3306));
 }
 
-#[path = "egress_tests.rs"]
-mod egress_tests;
+mod egress;

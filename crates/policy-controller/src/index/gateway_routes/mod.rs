@@ -169,5 +169,4 @@ impl Indexed for gateway::GRPCRoute {
 }
 
 #[cfg(test)]
-#[path = "gateway_routes_tests.rs"]
 mod tests;

@@ -259,5 +259,4 @@ fn tls_egress_route(traffic_policy: TrafficPolicy, backend: &proto::Backend) -> 
 }
 
 #[cfg(test)]
-#[path = "outbound_egress_tests.rs"]
 mod tests;

@@ -640,5 +640,4 @@ fn gateway_routes_that_do_not_parse_are_admitted() {
     }
 }
 
-#[path = "policies_tests.rs"]
-mod policies_tests;
+mod policies;

@@ -1,5 +1,5 @@
 //! Conversion of an [`OutboundPolicy`] (and of the egress-fallback and
-//! undefined-port answers, and of EgressNetworks in [`egress`]) into the proxy API's `OutboundPolicy`, field for
+//! undefined-port answers, and of EgressNetworks in `egress`) into the proxy API's `OutboundPolicy`, field for
 //! field as the original encodes them: the protocol chosen from the port's
 //! `appProtocol` and the attached route kinds, the default backend
 //! balancing over `Destination.Get`, routes in creation-then-name order,
@@ -16,7 +16,7 @@ use linkerd2_proxy_api::{
     outbound::{self as proto, backend, proxy_protocol},
 };
 
-use super::convert::{
+use super::inbound::{
     grpc_match, host_match, redirect, request_header_modifier, response_header_modifier,
     route_match,
 };
@@ -768,13 +768,10 @@ pub fn undefined_port(namespace: &str, name: &str, port: u16) -> proto::Outbound
     }
 }
 
-#[path = "outbound_l4.rs"]
 mod l4;
 
-#[path = "outbound_egress.rs"]
 mod egress;
 pub use egress::to_egress_policy;
 
 #[cfg(test)]
-#[path = "outbound_convert_tests.rs"]
 mod tests;

@@ -10,10 +10,7 @@ use std::{
 };
 
 use k8s_index::partial::{Kept, read_keys};
-use k8s_openapi::{
-    api::core::v1::Pod, apimachinery::pkg::apis::meta::v1::ObjectMeta,
-    apimachinery::pkg::util::intstr::IntOrString,
-};
+use k8s_openapi::{api::core::v1::Pod, apimachinery::pkg::util::intstr::IntOrString};
 use serde::{Deserialize, Deserializer};
 
 use super::{
@@ -25,38 +22,17 @@ use super::{
 };
 use crate::core::{PortSet, WorkloadKind};
 
-/// A pod as the policy controller watches it: `metadata` reduced to name,
-/// namespace and resourceVersion, and what the index keeps (`None` for a
-/// pod that is not meshed).
-#[derive(Clone, Debug)]
-pub struct PodObject {
-    metadata: ObjectMeta,
-    /// The meshed pod's definition.
-    pub info: Option<WorkloadInfo>,
-}
-
-k8s_index::partial_object!(
-    PodObject,
-    kind = "Pod",
-    group = "",
-    version = "v1",
-    plural = "pods"
-);
-
-impl<'de> Deserialize<'de> for PodObject {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let json = PodJson::deserialize(deserializer)?;
-        let metadata = ObjectMeta {
-            name: json.metadata.name.clone(),
-            namespace: json.metadata.namespace.clone(),
-            resource_version: json.metadata.resource_version.clone(),
-            ..ObjectMeta::default()
-        };
-        Ok(Self {
-            metadata,
-            info: json.info(),
-        })
+k8s_index::partial_object! {
+    /// A pod as the policy controller watches it: `metadata` reduced to name,
+    /// namespace and resourceVersion, and what the index keeps (`None` for a
+    /// pod that is not meshed).
+    #[derive(Clone, Debug)]
+    pub struct PodObject {
+        /// The meshed pod's definition.
+        pub info: Option<WorkloadInfo>,
     }
+    kind = "Pod", group = "", version = "v1", plural = "pods";
+    decoded from PodJson by info;
 }
 
 impl WorkloadInfo {

@@ -15,15 +15,12 @@ use std::{
 };
 
 use ipnet::IpNet;
-use k8s_api::{
-    labels,
-    policy::{self, EgressNetwork},
-};
+use k8s_api::policy::{self, EgressNetwork};
 use tokio::sync::watch;
 
 use super::{
     AnyRoute, OutboundIndex, OutboundIndexed, ServiceKey,
-    annotations::{self, Annotations},
+    annotations::{Annotations, OutboundSettings},
 };
 use crate::{
     core::{
@@ -123,26 +120,20 @@ impl EgressEntry {
         let warn = |what: &str, error: &dyn std::fmt::Display| {
             tracing::warn!(ns = %info.namespace, egressnetwork = %info.name, %error, "ignoring invalid {what}");
         };
+        let OutboundSettings {
+            accrual,
+            honor_retry_after,
+            http_retry,
+            grpc_retry,
+            timeouts,
+        } = OutboundSettings::read(&annotations, warn);
         Ok(Self {
-            accrual: annotations::failure_accrual(&annotations)
-                .map_err(|e| warn("failure accrual", &e))
-                .unwrap_or_default(),
-            honor_retry_after: annotations::flag(
-                &annotations,
-                labels::FAILURE_ACCRUAL_HONOR_RETRY_AFTER,
-            )
-            .map_err(|e| warn("honor-retry-after", &e))
-            .unwrap_or_default(),
-            http_retry: annotations::http_retry(&annotations)
-                .map_err(|e| warn("HTTP retry", &e))
-                .unwrap_or_default(),
-            grpc_retry: annotations::grpc_retry(&annotations)
-                .map_err(|e| warn("gRPC retry", &e))
-                .unwrap_or_default(),
-            timeouts: annotations::timeouts(&annotations)
-                .map_err(|e| warn("timeouts", &e))
-                .unwrap_or_default(),
             info,
+            accrual,
+            honor_retry_after,
+            http_retry,
+            grpc_retry,
+            timeouts,
         })
     }
 }

@@ -180,24 +180,34 @@ pub fn route_id(group: &str, kind: &str, meta: &ObjectMeta) -> RouteId {
     }
 }
 
+/// A route bound to the Services and EgressNetworks that accepted it:
+/// `convert` makes the index's route of its spec, given the route's
+/// annotations, creation time and namespace.
+fn bind_route(
+    meta: &ObjectMeta,
+    parent_refs: Option<&Vec<ParentRef>>,
+    status: Option<&HttpRouteStatus>,
+    convert: impl FnOnce(&Annotations, Option<SystemTime>, &str) -> Result<AnyRoute, InvalidResource>,
+) -> Result<OutboundBinding, InvalidResource> {
+    let ns = meta.namespace.as_deref().unwrap_or_default();
+    let route = convert(&object_annotations(meta), created_at(meta), ns)?;
+    Ok(bind(parent_refs, status, ns, route))
+}
+
 /// A policy HTTPRoute, bound to the Services that accepted it.
 pub fn policy_http_binding(
     route: &policy::HTTPRoute,
     cluster_domain: &str,
 ) -> Result<OutboundBinding, InvalidResource> {
-    let ns = route.metadata.namespace.as_deref().unwrap_or_default();
-    Ok(bind(
-        route.spec.parent_refs.as_ref(),
+    let spec = &route.spec;
+    bind_route(
+        &route.metadata,
+        spec.parent_refs.as_ref(),
         route.status.as_ref(),
-        ns,
-        AnyRoute::Http(http_route(
-            &route.spec,
-            &object_annotations(&route.metadata),
-            created_at(&route.metadata),
-            ns,
-            cluster_domain,
-        )?),
-    ))
+        |annotations, created, ns| {
+            http_route(spec, annotations, created, ns, cluster_domain).map(AnyRoute::Http)
+        },
+    )
 }
 
 /// A Gateway HTTPRoute, bound to the Services that accepted it.
@@ -205,19 +215,15 @@ pub fn gateway_http_binding(
     route: &gateway::HTTPRoute,
     cluster_domain: &str,
 ) -> Result<OutboundBinding, InvalidResource> {
-    let ns = route.metadata.namespace.as_deref().unwrap_or_default();
-    Ok(bind(
-        route.spec.parent_refs.as_ref(),
+    let spec = &route.spec;
+    bind_route(
+        &route.metadata,
+        spec.parent_refs.as_ref(),
         route.status.as_ref(),
-        ns,
-        AnyRoute::Http(http_route(
-            &route.spec,
-            &object_annotations(&route.metadata),
-            created_at(&route.metadata),
-            ns,
-            cluster_domain,
-        )?),
-    ))
+        |annotations, created, ns| {
+            http_route(spec, annotations, created, ns, cluster_domain).map(AnyRoute::Http)
+        },
+    )
 }
 
 /// A GRPCRoute, bound to the Services that accepted it.
@@ -225,19 +231,15 @@ pub fn grpc_binding(
     route: &gateway::GRPCRoute,
     cluster_domain: &str,
 ) -> Result<OutboundBinding, InvalidResource> {
-    let ns = route.metadata.namespace.as_deref().unwrap_or_default();
-    Ok(bind(
-        route.spec.parent_refs.as_ref(),
+    let spec = &route.spec;
+    bind_route(
+        &route.metadata,
+        spec.parent_refs.as_ref(),
         route.status.as_ref(),
-        ns,
-        AnyRoute::Grpc(grpc_route(
-            &route.spec,
-            &object_annotations(&route.metadata),
-            created_at(&route.metadata),
-            ns,
-            cluster_domain,
-        )?),
-    ))
+        |annotations, created, ns| {
+            grpc_route(spec, annotations, created, ns, cluster_domain).map(AnyRoute::Grpc)
+        },
+    )
 }
 
 /// A TLSRoute, bound to the Services that accepted it.

@@ -8,7 +8,7 @@ use std::{collections::BTreeMap, net::IpAddr, num::NonZeroU16};
 use k8s_api::labels;
 use k8s_openapi::api::core::v1::Service;
 
-use super::annotations::{self, Annotations};
+use super::annotations::{self, Annotations, OutboundSettings};
 use crate::core::{
     PortSet,
     outbound::{
@@ -90,31 +90,25 @@ impl ServiceInfo {
         for port in opaque {
             app_protocols.entry(port).or_insert(AppProtocol::Opaque);
         }
+        let OutboundSettings {
+            accrual,
+            honor_retry_after,
+            http_retry,
+            grpc_retry,
+            timeouts,
+        } = OutboundSettings::read(&annotations, warn);
         Self {
             cluster_ips,
             ports,
             app_protocols,
-            accrual: annotations::failure_accrual(&annotations)
-                .map_err(|e| warn("failure accrual", &e))
-                .unwrap_or_default(),
+            accrual,
             load_biaser: annotations::load_biaser(&annotations)
                 .map_err(|e| warn("load biaser", &e))
                 .unwrap_or_default(),
-            honor_retry_after: annotations::flag(
-                &annotations,
-                labels::FAILURE_ACCRUAL_HONOR_RETRY_AFTER,
-            )
-            .map_err(|e| warn("honor-retry-after", &e))
-            .unwrap_or_default(),
-            http_retry: annotations::http_retry(&annotations)
-                .map_err(|e| warn("HTTP retry", &e))
-                .unwrap_or_default(),
-            grpc_retry: annotations::grpc_retry(&annotations)
-                .map_err(|e| warn("gRPC retry", &e))
-                .unwrap_or_default(),
-            timeouts: annotations::timeouts(&annotations)
-                .map_err(|e| warn("timeouts", &e))
-                .unwrap_or_default(),
+            honor_retry_after,
+            http_retry,
+            grpc_retry,
+            timeouts,
         }
     }
 }

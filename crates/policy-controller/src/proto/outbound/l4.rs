@@ -49,48 +49,60 @@ fn l4_backend(b: &Backend) -> (u32, proto::Backend, Option<String>) {
     }
 }
 
+/// The backends of an L4 route's rules and their distribution in the proxy
+/// API's module `$m` (`opaque_route` or `tls_route`, which share a shape):
+/// a backend that cannot be used carries an `Invalid` filter; no backend at
+/// all sends everything to the default backend.
+macro_rules! l4_distribution {
+    ($m:ident, $route:expr, $default_backend:expr) => {{
+        use proto::$m::{
+            Distribution, Filter, RouteBackend, WeightedRouteBackend, distribution, filter,
+        };
+        let backends: Vec<_> = $route
+            .rules
+            .iter()
+            .flat_map(|r| &r.backends)
+            .map(|b| {
+                let (weight, backend, invalid) = l4_backend(b);
+                WeightedRouteBackend {
+                    weight,
+                    backend: Some(RouteBackend {
+                        backend: Some(backend),
+                        filters: invalid
+                            .map(|message| Filter {
+                                kind: Some(filter::Kind::Invalid(opaque_route::Invalid {
+                                    message,
+                                })),
+                            })
+                            .into_iter()
+                            .collect(),
+                    }),
+                }
+            })
+            .collect();
+        let kind = if backends.is_empty() {
+            distribution::Kind::FirstAvailable(distribution::FirstAvailable {
+                backends: vec![RouteBackend {
+                    backend: Some($default_backend.clone()),
+                    filters: Vec::new(),
+                }],
+            })
+        } else {
+            distribution::Kind::RandomAvailable(distribution::RandomAvailable { backends })
+        };
+        Distribution { kind: Some(kind) }
+    }};
+}
+
 fn tcp_route(
     id: &RouteId,
     route: &L4Route,
     default_backend: &proto::Backend,
 ) -> proto::OpaqueRoute {
-    use proto::opaque_route::{
-        Distribution, Filter, RouteBackend, WeightedRouteBackend, distribution, filter,
-    };
-    let backends: Vec<_> = route
-        .rules
-        .iter()
-        .flat_map(|r| &r.backends)
-        .map(|b| {
-            let (weight, backend, invalid) = l4_backend(b);
-            WeightedRouteBackend {
-                weight,
-                backend: Some(RouteBackend {
-                    backend: Some(backend),
-                    filters: invalid
-                        .map(|message| Filter {
-                            kind: Some(filter::Kind::Invalid(opaque_route::Invalid { message })),
-                        })
-                        .into_iter()
-                        .collect(),
-                }),
-            }
-        })
-        .collect();
-    let kind = if backends.is_empty() {
-        distribution::Kind::FirstAvailable(distribution::FirstAvailable {
-            backends: vec![RouteBackend {
-                backend: Some(default_backend.clone()),
-                filters: Vec::new(),
-            }],
-        })
-    } else {
-        distribution::Kind::RandomAvailable(distribution::RandomAvailable { backends })
-    };
     proto::OpaqueRoute {
         metadata: route_meta(id),
         rules: vec![proto::opaque_route::Rule {
-            backends: Some(Distribution { kind: Some(kind) }),
+            backends: Some(l4_distribution!(opaque_route, route, default_backend)),
             filters: Vec::new(),
         }],
     }
@@ -102,39 +114,7 @@ pub(super) fn tls_route(
     default_backend: &proto::Backend,
 ) -> proto::TlsRoute {
     use linkerd2_proxy_api::tls_route::{SniMatch, sni_match};
-    use proto::tls_route::{
-        Distribution, Filter, RouteBackend, WeightedRouteBackend, distribution, filter,
-    };
-    let backends: Vec<_> = route
-        .rules
-        .iter()
-        .flat_map(|r| &r.backends)
-        .map(|b| {
-            let (weight, backend, invalid) = l4_backend(b);
-            WeightedRouteBackend {
-                weight,
-                backend: Some(RouteBackend {
-                    backend: Some(backend),
-                    filters: invalid
-                        .map(|message| Filter {
-                            kind: Some(filter::Kind::Invalid(opaque_route::Invalid { message })),
-                        })
-                        .into_iter()
-                        .collect(),
-                }),
-            }
-        })
-        .collect();
-    let kind = if backends.is_empty() {
-        distribution::Kind::FirstAvailable(distribution::FirstAvailable {
-            backends: vec![RouteBackend {
-                backend: Some(default_backend.clone()),
-                filters: Vec::new(),
-            }],
-        })
-    } else {
-        distribution::Kind::RandomAvailable(distribution::RandomAvailable { backends })
-    };
+    let distribution = l4_distribution!(tls_route, route, default_backend);
     let snis = route
         .hostnames
         .iter()
@@ -153,7 +133,7 @@ pub(super) fn tls_route(
         metadata: route_meta(id),
         snis,
         rules: vec![proto::tls_route::Rule {
-            backends: Some(Distribution { kind: Some(kind) }),
+            backends: Some(distribution),
             filters: Vec::new(),
         }],
     }

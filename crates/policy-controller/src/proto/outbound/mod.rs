@@ -503,6 +503,65 @@ fn usable_backend(svc: &WeightedService, policy: &OutboundPolicy) -> proto::Back
     )
 }
 
+/// One rule's backends and their distribution in the proxy API's module
+/// `$m` (`http_route` or `grpc_route`: the two share a shape, not a type):
+/// each backend with `$filters` of its own filters, a failing one with the
+/// failure injector `$failing(message)`; no backend at all sends everything
+/// to the default backend.
+macro_rules! rule_distribution {
+    ($m:ident, $rule:expr, $policy:expr, $default_backend:expr, $filters:expr, $failing:expr) => {{
+        use proto::$m::{Distribution, RouteBackend, WeightedRouteBackend, distribution};
+        let backends: Vec<_> = $rule
+            .backends
+            .iter()
+            .map(|b| {
+                let (weight, resolved) = resolve(b);
+                let backend = match resolved {
+                    Resolved::Usable(svc) => RouteBackend {
+                        backend: Some(usable_backend(svc, $policy)),
+                        filters: $filters(&svc.filters),
+                        ..Default::default()
+                    },
+                    Resolved::Forward(net, addr) => RouteBackend {
+                        backend: Some(egress_backend(net, addr)),
+                        filters: $filters(&net.filters),
+                        ..Default::default()
+                    },
+                    Resolved::Failing { meta, message } => RouteBackend {
+                        backend: Some(failing_backend(meta)),
+                        filters: vec![$failing(message)],
+                        ..Default::default()
+                    },
+                };
+                WeightedRouteBackend {
+                    backend: Some(backend),
+                    weight,
+                }
+            })
+            .collect();
+        let kind = if backends.is_empty() {
+            distribution::Kind::FirstAvailable(distribution::FirstAvailable {
+                backends: vec![RouteBackend {
+                    backend: Some($default_backend.clone()),
+                    ..Default::default()
+                }],
+            })
+        } else {
+            distribution::Kind::RandomAvailable(distribution::RandomAvailable { backends })
+        };
+        Distribution { kind: Some(kind) }
+    }};
+}
+
+/// A rule's own timeouts, or the Service's when the rule sets none.
+fn rule_timeouts<'a>(rule: &'a RouteTimeouts, policy: &'a OutboundPolicy) -> &'a RouteTimeouts {
+    if *rule == RouteTimeouts::default() {
+        &policy.timeouts
+    } else {
+        rule
+    }
+}
+
 #[allow(deprecated)] // `request_timeout` is still sent, for older proxies.
 fn http_route(
     id: &RouteId,
@@ -511,71 +570,34 @@ fn http_route(
     default_backend: &proto::Backend,
     allow_l5d_request_headers: bool,
 ) -> proto::HttpRoute {
-    use proto::http_route::{Distribution, RouteBackend, WeightedRouteBackend, distribution};
     let rules = route
         .rules
         .iter()
         .map(|rule| {
-            let backends: Vec<_> = rule
-                .backends
-                .iter()
-                .map(|b| {
-                    let (weight, resolved) = resolve(b);
-                    let backend = match resolved {
-                        Resolved::Usable(svc) => RouteBackend {
-                            backend: Some(usable_backend(svc, policy)),
-                            filters: svc.filters.iter().map(http_filter).collect(),
-                            ..Default::default()
+            let backends = rule_distribution!(
+                http_route,
+                rule,
+                policy,
+                default_backend,
+                |filters: &[_]| filters.iter().map(http_filter).collect(),
+                |message| proto::http_route::Filter {
+                    kind: Some(proto::http_route::filter::Kind::FailureInjector(
+                        route_proto::HttpFailureInjector {
+                            status: 500,
+                            message,
+                            ratio: None,
                         },
-                        Resolved::Forward(net, addr) => RouteBackend {
-                            backend: Some(egress_backend(net, addr)),
-                            filters: net.filters.iter().map(http_filter).collect(),
-                            ..Default::default()
-                        },
-                        Resolved::Failing { meta, message } => RouteBackend {
-                            backend: Some(failing_backend(meta)),
-                            filters: vec![proto::http_route::Filter {
-                                kind: Some(proto::http_route::filter::Kind::FailureInjector(
-                                    route_proto::HttpFailureInjector {
-                                        status: 500,
-                                        message,
-                                        ratio: None,
-                                    },
-                                )),
-                            }],
-                            ..Default::default()
-                        },
-                    };
-                    WeightedRouteBackend {
-                        backend: Some(backend),
-                        weight,
-                    }
-                })
-                .collect();
-            let distribution = if backends.is_empty() {
-                distribution::Kind::FirstAvailable(distribution::FirstAvailable {
-                    backends: vec![RouteBackend {
-                        backend: Some(default_backend.clone()),
-                        ..Default::default()
-                    }],
-                })
-            } else {
-                distribution::Kind::RandomAvailable(distribution::RandomAvailable { backends })
-            };
-            let rule_timeouts = if rule.timeouts == RouteTimeouts::default() {
-                &policy.timeouts
-            } else {
-                &rule.timeouts
-            };
+                    )),
+                }
+            );
+            let timeouts_of_rule = rule_timeouts(&rule.timeouts, policy);
             let retry = rule.retry.as_ref().or(policy.http_retry.as_ref());
             proto::http_route::Rule {
                 matches: rule.matches.iter().map(route_match).collect(),
                 filters: rule.filters.iter().map(http_filter).collect(),
-                backends: Some(Distribution {
-                    kind: Some(distribution),
-                }),
-                request_timeout: rule_timeouts.request.and_then(duration),
-                timeouts: Some(timeouts(rule_timeouts)),
+                backends: Some(backends),
+                request_timeout: timeouts_of_rule.request.and_then(duration),
+                timeouts: Some(timeouts(timeouts_of_rule)),
                 retry: retry.map(http_retry),
                 allow_l5d_request_headers,
             }
@@ -596,71 +618,34 @@ fn grpc_route(
     default_backend: &proto::Backend,
     allow_l5d_request_headers: bool,
 ) -> proto::GrpcRoute {
-    use proto::grpc_route::{Distribution, RouteBackend, WeightedRouteBackend, distribution};
     let rules = route
         .rules
         .iter()
         .map(|rule| {
-            let backends: Vec<_> = rule
-                .backends
-                .iter()
-                .map(|b| {
-                    let (weight, resolved) = resolve(b);
-                    let backend = match resolved {
-                        Resolved::Usable(svc) => RouteBackend {
-                            backend: Some(usable_backend(svc, policy)),
-                            filters: svc.filters.iter().filter_map(grpc_filter).collect(),
-                            ..Default::default()
+            let backends = rule_distribution!(
+                grpc_route,
+                rule,
+                policy,
+                default_backend,
+                |filters: &[_]| filters.iter().filter_map(grpc_filter).collect(),
+                |message| proto::grpc_route::Filter {
+                    kind: Some(proto::grpc_route::filter::Kind::FailureInjector(
+                        grpc_proto::GrpcFailureInjector {
+                            code: 500,
+                            message,
+                            ratio: None,
                         },
-                        Resolved::Forward(net, addr) => RouteBackend {
-                            backend: Some(egress_backend(net, addr)),
-                            filters: net.filters.iter().filter_map(grpc_filter).collect(),
-                            ..Default::default()
-                        },
-                        Resolved::Failing { meta, message } => RouteBackend {
-                            backend: Some(failing_backend(meta)),
-                            filters: vec![proto::grpc_route::Filter {
-                                kind: Some(proto::grpc_route::filter::Kind::FailureInjector(
-                                    grpc_proto::GrpcFailureInjector {
-                                        code: 500,
-                                        message,
-                                        ratio: None,
-                                    },
-                                )),
-                            }],
-                            ..Default::default()
-                        },
-                    };
-                    WeightedRouteBackend {
-                        backend: Some(backend),
-                        weight,
-                    }
-                })
-                .collect();
-            let distribution = if backends.is_empty() {
-                distribution::Kind::FirstAvailable(distribution::FirstAvailable {
-                    backends: vec![RouteBackend {
-                        backend: Some(default_backend.clone()),
-                        ..Default::default()
-                    }],
-                })
-            } else {
-                distribution::Kind::RandomAvailable(distribution::RandomAvailable { backends })
-            };
-            let rule_timeouts = if rule.timeouts == RouteTimeouts::default() {
-                &policy.timeouts
-            } else {
-                &rule.timeouts
-            };
+                    )),
+                }
+            );
+            let timeouts_of_rule = rule_timeouts(&rule.timeouts, policy);
             let retry = rule.retry.as_ref().or(policy.grpc_retry.as_ref());
             proto::grpc_route::Rule {
                 matches: rule.matches.iter().map(grpc_match).collect(),
                 filters: rule.filters.iter().filter_map(grpc_filter).collect(),
-                backends: Some(Distribution {
-                    kind: Some(distribution),
-                }),
-                request_timeout: rule_timeouts.request.and_then(duration),
-                timeouts: Some(timeouts(rule_timeouts)),
+                backends: Some(backends),
+                request_timeout: timeouts_of_rule.request.and_then(duration),
+                timeouts: Some(timeouts(timeouts_of_rule)),
                 retry: retry.map(grpc_retry),
                 allow_l5d_request_headers,
             }

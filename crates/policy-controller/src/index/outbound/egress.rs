@@ -29,10 +29,7 @@ use crate::{
             EgressNetworkInfo, EgressPolicy, TrafficPolicy, default_egress_networks,
             resolve_egress_network,
         },
-        outbound::{
-            Backend, FailureAccrual, GrpcRetryCondition, HttpRetryCondition, OutboundPolicy,
-            RouteRetry, RouteTimeouts,
-        },
+        outbound::{Backend, OutboundPolicy},
     },
     index::{InvalidResource, authz::networks},
 };
@@ -100,11 +97,8 @@ pub fn is_egress_network_ref(group: Option<&str>, kind: Option<&str>) -> bool {
 #[derive(Clone, Debug, PartialEq)]
 pub struct EgressEntry {
     pub info: EgressNetworkInfo,
-    pub accrual: Option<FailureAccrual>,
-    pub honor_retry_after: bool,
-    pub http_retry: Option<RouteRetry<HttpRetryCondition>>,
-    pub grpc_retry: Option<RouteRetry<GrpcRetryCondition>>,
-    pub timeouts: RouteTimeouts,
+    /// Failure accrual, retries and timeouts, as for Services.
+    pub settings: OutboundSettings,
 }
 
 impl EgressEntry {
@@ -120,21 +114,8 @@ impl EgressEntry {
         let warn = |what: &str, error: &dyn std::fmt::Display| {
             tracing::warn!(ns = %info.namespace, egressnetwork = %info.name, %error, "ignoring invalid {what}");
         };
-        let OutboundSettings {
-            accrual,
-            honor_retry_after,
-            http_retry,
-            grpc_retry,
-            timeouts,
-        } = OutboundSettings::read(&annotations, warn);
-        Ok(Self {
-            info,
-            accrual,
-            honor_retry_after,
-            http_retry,
-            grpc_retry,
-            timeouts,
-        })
+        let settings = OutboundSettings::read(&annotations, warn);
+        Ok(Self { info, settings })
     }
 }
 
@@ -172,12 +153,12 @@ impl OutboundIndex {
             port,
             authority: String::new(),
             app_protocol: None,
-            accrual: entry.accrual,
+            accrual: entry.settings.accrual,
             load_biaser: None,
-            honor_retry_after: entry.honor_retry_after,
-            http_retry: entry.http_retry.clone(),
-            grpc_retry: entry.grpc_retry.clone(),
-            timeouts: entry.timeouts.clone(),
+            honor_retry_after: entry.settings.honor_retry_after,
+            http_retry: entry.settings.http_retry.clone(),
+            grpc_retry: entry.settings.grpc_retry.clone(),
+            timeouts: entry.settings.timeouts.clone(),
             http_routes: Default::default(),
             grpc_routes: Default::default(),
             tls_routes: Default::default(),

@@ -199,14 +199,11 @@ pub fn policy_http_binding(
     route: &policy::HTTPRoute,
     cluster_domain: &str,
 ) -> Result<OutboundBinding, InvalidResource> {
-    let spec = &route.spec;
-    bind_route(
+    http_binding(
         &route.metadata,
-        spec.parent_refs.as_ref(),
+        &route.spec,
         route.status.as_ref(),
-        |annotations, created, ns| {
-            http_route(spec, annotations, created, ns, cluster_domain).map(AnyRoute::Http)
-        },
+        cluster_domain,
     )
 }
 
@@ -215,11 +212,25 @@ pub fn gateway_http_binding(
     route: &gateway::HTTPRoute,
     cluster_domain: &str,
 ) -> Result<OutboundBinding, InvalidResource> {
-    let spec = &route.spec;
-    bind_route(
+    http_binding(
         &route.metadata,
-        spec.parent_refs.as_ref(),
+        &route.spec,
         route.status.as_ref(),
+        cluster_domain,
+    )
+}
+
+/// An HTTPRoute of either group (they share a spec), bound.
+fn http_binding(
+    meta: &ObjectMeta,
+    spec: &HttpRouteSpec,
+    status: Option<&HttpRouteStatus>,
+    cluster_domain: &str,
+) -> Result<OutboundBinding, InvalidResource> {
+    bind_route(
+        meta,
+        spec.parent_refs.as_ref(),
+        status,
         |annotations, created, ns| {
             http_route(spec, annotations, created, ns, cluster_domain).map(AnyRoute::Http)
         },

@@ -11,10 +11,7 @@ use k8s_openapi::api::core::v1::Service;
 use super::annotations::{self, Annotations, OutboundSettings};
 use crate::core::{
     PortSet,
-    outbound::{
-        AppProtocol, FailureAccrual, GrpcRetryCondition, HttpRetryCondition, LoadBiaser,
-        RouteRetry, RouteTimeouts,
-    },
+    outbound::{AppProtocol, LoadBiaser},
     parse_port_set,
 };
 
@@ -28,14 +25,10 @@ pub struct ServiceInfo {
     /// Protocol hints by port: `appProtocol`, else opaque for the ports of
     /// the opaque-ports annotation (or `--default-opaque-ports`).
     pub app_protocols: BTreeMap<NonZeroU16, AppProtocol>,
-    pub accrual: Option<FailureAccrual>,
     /// `balancer.alpha.linkerd.io/penalize-failures` and its settings.
     pub load_biaser: Option<LoadBiaser>,
-    /// `balancer.alpha.linkerd.io/failure-accrual-honor-retry-after`.
-    pub honor_retry_after: bool,
-    pub http_retry: Option<RouteRetry<HttpRetryCondition>>,
-    pub grpc_retry: Option<RouteRetry<GrpcRetryCondition>>,
-    pub timeouts: RouteTimeouts,
+    /// Failure accrual, retries and timeouts, as for EgressNetworks.
+    pub settings: OutboundSettings,
 }
 
 impl ServiceInfo {
@@ -90,25 +83,14 @@ impl ServiceInfo {
         for port in opaque {
             app_protocols.entry(port).or_insert(AppProtocol::Opaque);
         }
-        let OutboundSettings {
-            accrual,
-            honor_retry_after,
-            http_retry,
-            grpc_retry,
-            timeouts,
-        } = OutboundSettings::read(&annotations, warn);
         Self {
             cluster_ips,
             ports,
             app_protocols,
-            accrual,
             load_biaser: annotations::load_biaser(&annotations)
                 .map_err(|e| warn("load biaser", &e))
                 .unwrap_or_default(),
-            honor_retry_after,
-            http_retry,
-            grpc_retry,
-            timeouts,
+            settings: OutboundSettings::read(&annotations, warn),
         }
     }
 }

@@ -6,6 +6,10 @@
 //! what its parent `mod.rs` defines or re-exports) is not counted: the
 //! parent declares the child, so that edge is the module tree itself.
 //!
+//! It also checks the floors of the two controllers ([`FLOORS`]): a
+//! top-level module of a floor uses only its own floor and the floors above
+//! it, never one below (`core` never uses `index`, `proto` never `grpc`).
+//!
 //! `cargo xtask test` runs it after the tests.
 
 use std::{
@@ -21,9 +25,29 @@ use crate::paths::workspace_root;
 /// A module by its path in the crate (`["index", "cluster"]`; the root is `[]`).
 type ModPath = Vec<String>;
 
+/// The floors of each controller crate, top to bottom, as its `lib.rs`
+/// lists them. The modules beside them (runtime, admin, metrics, …) use
+/// any floor and are not checked.
+pub const FLOORS: &[(&str, &[&str])] = &[
+    (
+        "destination",
+        &[
+            "config",
+            "core",
+            "k8s",
+            "proto",
+            "index",
+            "multicluster",
+            "grpc",
+        ],
+    ),
+    ("policy-controller", &["core", "index", "proto", "grpc"]),
+];
+
 pub fn run() -> anyhow::Result<()> {
     let crates = workspace_root().join("crates");
     let mut circles = Vec::new();
+    let mut upward_uses = Vec::new();
     let mut checked = 0;
     for entry in fs::read_dir(&crates).context("reading crates/")? {
         let src = entry?.path().join("src");
@@ -40,15 +64,45 @@ pub fn run() -> anyhow::Result<()> {
         for cycle in cycles(&graph) {
             circles.push(format!("{name}: files {}", join(&cycle)));
         }
-        for cycle in cycles(&top_level(&graph)) {
+        let top = top_level(&graph);
+        for cycle in cycles(&top) {
             circles.push(format!("{name}: modules {}", join(&cycle)));
         }
+        if let Some((_, floors)) = FLOORS.iter().find(|(krate, _)| *krate == name) {
+            for (from, to) in upward(&top, floors) {
+                upward_uses.push(format!("{name}: {from} uses {to}, a floor below it"));
+            }
+        }
     }
-    if !circles.is_empty() {
-        bail!("import circles:\n  {}", circles.join("\n  "));
+    if !circles.is_empty() || !upward_uses.is_empty() {
+        bail!(
+            "import circles or floors broken:\n  {}",
+            [circles, upward_uses].concat().join("\n  ")
+        );
     }
-    println!("imports: no circle in the modules of {checked} crates");
+    println!(
+        "imports: no circle in the modules of {checked} crates; the floors of {} hold",
+        FLOORS.len()
+    );
     Ok(())
+}
+
+/// The uses from a floor's module of a module on a floor below it.
+fn upward(top: &BTreeMap<ModPath, BTreeSet<ModPath>>, floors: &[&str]) -> Vec<(String, String)> {
+    let floor = |m: &ModPath| {
+        m.first()
+            .and_then(|name| floors.iter().position(|f| f == name))
+    };
+    let mut out = Vec::new();
+    for (from, targets) in top {
+        let Some(level) = floor(from) else { continue };
+        for to in targets {
+            if floor(to).is_some_and(|below| below > level) {
+                out.push((from.join("::"), to.join("::")));
+            }
+        }
+    }
+    out
 }
 
 fn join(cycle: &[ModPath]) -> String {
@@ -176,8 +230,7 @@ fn used_paths(module: &ModPath, code: &str) -> BTreeSet<ModPath> {
                 continue;
             }
             if let Some(group) = rest.strip_prefix('{') {
-                let end = group.find('}').unwrap_or(group.len());
-                for member in group[..end].split(',') {
+                for member in group_members(group) {
                     if let Some(name) = ident(member.trim()) {
                         out.insert([base.clone(), vec![name]].concat());
                     }
@@ -188,6 +241,30 @@ fn used_paths(module: &ModPath, code: &str) -> BTreeSet<ModPath> {
         }
     }
     out
+}
+
+/// The top-level members of a `{…}` use group (`group` starts after its
+/// `{`): `core::{A, B}, index` is `core::{A, B}` and `index`.
+fn group_members(group: &str) -> Vec<&str> {
+    let mut members = Vec::new();
+    let (mut depth, mut start) = (0usize, 0);
+    for (i, c) in group.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => {
+                members.push(&group[start..i]);
+                return members;
+            }
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                members.push(&group[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    members.push(&group[start..]);
+    members
 }
 
 /// The module `super` names from `module` (a file's module path).
@@ -272,6 +349,31 @@ mod tests {
             .filter(|p| !p.is_empty())
             .map(String::from)
             .collect()
+    }
+
+    #[test]
+    fn nested_groups_name_each_top_level_member() {
+        let used = used_paths(&m("grpc"), "use crate::{core::{A, B}, index::X, proto};");
+        assert_eq!(
+            used,
+            [m("core"), m("index"), m("proto")].into_iter().collect()
+        );
+    }
+
+    #[test]
+    fn a_use_of_a_floor_below_is_reported() {
+        let floors = ["core", "k8s", "index", "grpc"];
+        let top: BTreeMap<ModPath, BTreeSet<ModPath>> = [
+            (m("k8s"), [m("core")].into_iter().collect()),
+            (m("index"), [m("k8s"), m("grpc")].into_iter().collect()),
+            (m("runtime"), [m("grpc"), m("index")].into_iter().collect()),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(
+            upward(&top, &floors),
+            [("index".to_string(), "grpc".to_string())]
+        );
     }
 
     #[test]

@@ -30,15 +30,16 @@
 //!
 //! # Floors
 //!
-//! The crate has the policy controller's floors, each importing only the
-//! ones above it:
+//! The crate has the same kind of floors as the policy controller, each
+//! importing only the ones above it (`cargo xtask imports` checks):
 //! - [`config`]: what the flags decide;
 //! - [`core`]: values and pure rules (no Kubernetes, gRPC or proxy-API types);
 //! - [`k8s`]: Kubernetes objects → core values (the only reader of Kubernetes fields);
+//! - [`proto`]: core values → proxy-API messages and encoded frames (pure;
+//!   the publishers below encode each change once, here);
 //! - [`index`]: `ClusterState` plus the `Get` and `GetProfile` publishers;
 //! - [`multicluster`]: one index per linked cluster, following the
 //!   clusters' kubeconfig Secrets;
-//! - [`proto`]: core values → proxy-API messages and encoded frames;
 //! - [`grpc`]: the thin gRPC layer (requests in, shared frames out);
 //! - [`policy_link`]: the link to the policy controller (Server-derived
 //!   opaque ports), emitting typed updates;

@@ -1,23 +1,49 @@
-//! Meridian's policy controller: evaluates Server, ServerAuthorization,
-//! AuthorizationPolicy, MeshTLSAuthentication, NetworkAuthentication and
-//! HTTPRoute resources and serves the proxies' inbound policy API.
+//! Meridian's policy controller: the proxies' inbound policy API
+//! (`InboundServerPolicies`: what a workload's port accepts, from Servers,
+//! authorizations, routes and rate limits) and outbound policy API
+//! (`OutboundPolicies`: how traffic to a Service or an egress address is
+//! routed, from Services, routes and EgressNetworks), the policy kinds'
+//! admission webhook and the route status writer.
 //!
-//! - [`core`]: domain types (no Kubernetes, no gRPC) and the discovery trait.
-//! - [`index`]: the synchronous index of meshed pods, external workloads
-//!   and policy resources, publishing each workload port's server on a
-//!   watch channel.
-//! - [`grpc`]: the `InboundServerPolicies` tonic service.
-//! - [`gateway`]: the Gateway API route watches, started and stopped as
-//!   their CRDs come and go.
-//! - [`webhook`]: the admission rules of the policy kinds (same conversions
-//!   as the index), served with the shared `admission` plumbing.
-//! - [`status`]: the leader-elected HTTPRoute status writer.
-//! - [`metrics`]: index, gRPC and status-writer metrics.
-//! - [`admin`]: introspection on a localhost listener (open streams, the
-//!   consistency audit of what they were sent).
-//! - [`args`]: command-line flags (names and defaults follow the original).
-//! - [`runtime`]: wires the flags to the watches, the gRPC, workload-ports,
-//!   admin and introspection servers, and shutdown.
+//! # One Server change, one file per step
+//!
+//! 1. [`index`]: the watch (`k8s-index`) hands the Server to the
+//!    `Index<Server>` impl in `index/mod.rs`, which reads it into a
+//!    `ServerSpec` (`index/server.rs`, `from_resource`: selector, port,
+//!    protocol, access policy; an invalid one is logged and counted absent),
+//!    files it under its namespace and says which workloads it touched.
+//! 2. `index/reindex.rs`: the flush of what was touched recomputes each
+//!    touched workload's servers: the Servers that select each port, the
+//!    oldest one winning a contested port, its authorizations and routes
+//!    (core rules: `core/defaults.rs`, `core/routes.rs`), and publishes each
+//!    port's [`core::InboundServer`] on its watch channel
+//!    (`index/port_servers.rs`: only when it changed).
+//! 3. [`proto::inbound`]: each open stream of the port wakes and turns the
+//!    new server into the proxy API's `Server` (`to_server`, with
+//!    [`proto::ratelimit`]).
+//! 4. [`grpc`]: the `WatchPort` stream (`InboundPolicyServer::watch`)
+//!    writes it as one exactly-sized frame (`grpc-stream`).
+//!
+//! The steps call forward only. An outbound `Watch` takes the same road
+//! through [`index::outbound`] → [`proto::outbound`] → [`grpc::outbound`].
+//!
+//! # Floors
+//!
+//! Each floor imports only the ones above it (`cargo xtask imports` checks):
+//! - [`core`]: values and pure rules of policy (no Kubernetes, gRPC or
+//!   proxy-API types) and the discovery traits;
+//! - [`index`]: the inbound and outbound indexes, which read the policy
+//!   kinds from Kubernetes objects (`from_resource` beside each kind) and
+//!   publish on watch channels;
+//! - [`proto`]: core values → proxy-API messages, pure;
+//! - [`grpc`]: the tonic services and their streams;
+//! - beside them: [`gateway`] (the Gateway API route watches, started and
+//!   stopped as their CRDs come and go), [`webhook`] (the admission rules,
+//!   the index's conversions served with the shared `admission` plumbing),
+//!   [`status`] (the leader-elected route status writer);
+//! - then [`metrics`], [`original_metrics`], [`admin`] (introspection on a
+//!   localhost listener), [`args`] (flags, named as the original's) and
+//!   [`runtime`] (flags → watches, servers, shutdown).
 
 pub mod admin;
 pub mod args;

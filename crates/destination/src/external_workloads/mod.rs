@@ -22,9 +22,6 @@ pub mod state;
 pub mod tracker;
 pub mod writer;
 
-#[cfg(test)]
-mod reconcile_tests;
-
 use std::{
     sync::{
         Arc,

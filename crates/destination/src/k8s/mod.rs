@@ -18,8 +18,6 @@ pub mod services;
 pub mod slices;
 
 #[cfg(test)]
-mod external_workload_tests;
-#[cfg(test)]
 mod tests;
 
 // Label, annotation and env names are Linkerd's vocabulary, defined once in

@@ -1,4 +1,4 @@
-//! Unit tests of [`reconcile`](super::reconcile::reconcile) on plain
+//! Unit tests of [`reconcile`](super::reconcile) on plain
 //! objects: what slices a Service and its workloads call for, and that a
 //! second pass over what the first wrote writes nothing.
 
@@ -11,10 +11,8 @@ use k8s_api::{
 use k8s_openapi::api::{core::v1::Service, discovery::v1::EndpointSlice};
 use serde_json::{Value, json};
 
-use super::{
-    MANAGED_BY,
-    reconcile::{Actions, reconcile},
-};
+use super::{Actions, reconcile};
+use crate::external_workloads::MANAGED_BY;
 
 fn svc(name: &str, selector: Value, ports: Value, families: &[&str]) -> Service {
     serde_json::from_value(json!({
@@ -322,7 +320,7 @@ fn slices_split_at_the_maximum() {
     let many: Vec<ExternalWorkload> = (0..150)
         .map(|i| web_ew(&format!("vm{i}"), &format!("10.0.{}.{}", i / 200, i % 200)))
         .collect();
-    let actions = run(&web(), &many, &[], super::MAX_ENDPOINTS);
+    let actions = run(&web(), &many, &[], crate::external_workloads::MAX_ENDPOINTS);
     let mut sizes: Vec<usize> = actions
         .create
         .iter()
@@ -334,7 +332,12 @@ fn slices_split_at_the_maximum() {
     let stored = store(&[], &actions);
     let mut more = many.clone();
     more.push(web_ew("late", "10.1.0.1"));
-    let next = run(&web(), &more, &stored, super::MAX_ENDPOINTS);
+    let next = run(
+        &web(),
+        &more,
+        &stored,
+        crate::external_workloads::MAX_ENDPOINTS,
+    );
     assert!(next.create.is_empty() && next.delete.is_empty(), "{next:?}");
     assert_eq!(next.update.len(), 1);
     assert_eq!(next.update[0].endpoints.as_ref().map(Vec::len), Some(51));

@@ -878,3 +878,5 @@ fn slices_decode_into_their_facts() {
     assert!(matches!(&node.target, Some(SliceTarget::Other { kind, .. }) if &**kind == "Node"));
     assert_eq!((bare.hostname.as_deref(), bare.ready), (None, None));
 }
+
+mod external_workloads;

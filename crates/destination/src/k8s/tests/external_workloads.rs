@@ -8,10 +8,10 @@ use linkerd2_proxy_api::destination::{ProtocolHint, TlsIdentity, protocol_hint, 
 use linkerd2_proxy_api::net::TcpAddress;
 use serde_json::json;
 
-use super::endpoints::*;
-use super::fixtures::*;
-use super::tests::{addr, cfg, h2_hint, hint, labels, only};
+use super::{addr, cfg, h2_hint, hint, labels, only};
 use crate::core::endpoint::*;
+use crate::k8s::endpoints::*;
+use crate::k8s::fixtures::*;
 use crate::proto::weighted_addr::*;
 
 fn translate_external(ew: k8s_api::workload::ExternalWorkload, port: u16) -> EndpointMap {
@@ -164,7 +164,7 @@ fn slices_name_their_pods_and_external_workloads() {
         json!([{"port": 80}]),
         json!([pod_ep("10.0.0.1", "p1", ""), external_ep("192.0.2.10", "vm", ""), {"addresses": ["10.0.0.9"]}]),
     );
-    let mut refs: Vec<_> = slice_workloads(&super::slices::slice_facts(&s))
+    let mut refs: Vec<_> = slice_workloads(&crate::k8s::slices::slice_facts(&s))
         .into_iter()
         .collect();
     refs.sort();

@@ -588,3 +588,6 @@ pub fn selecting<'a>(
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests;

@@ -2,7 +2,7 @@
 //! up a cluster (the local real node by default, `--kind`, or any
 //! `--kubeconfig` with a `--registry`), installs `deploy/` with its webhook
 //! certificates, waits until every container of the pod is Ready by its
-//! real probes, runs the suites of `crates/e2e` (`pod`: the Meridian pod;
+//! real probes, runs the suites of `crates/tooling/meridian-e2e` (`pod`: the Meridian pod;
 //! `dns`: pods resolving Services through the cluster DNS; `ha`: three
 //! replicas through a lost pod and a rolling restart), and tears the
 //! local cluster down.
@@ -224,7 +224,7 @@ fn build_cli() -> anyhow::Result<PathBuf> {
         .context("cargo did not report meridian-cli's executable")
 }
 
-/// The suites (test targets of `crates/e2e`), in the order they run.
+/// The suites (test targets of `crates/tooling/meridian-e2e`), in the order they run.
 const SUITES: &[&str] = &["pod", "dns", "ha"];
 /// The `ha` suite prints its client's, admissions' and Leases' record.
 /// The `dns` suite prints what `getent`/`nslookup` answered in the pods:

@@ -1,5 +1,5 @@
 //! `cargo xtask gen-crds`: writes the CRDs generated from the Rust types
-//! (crates/k8s-api) into `deploy/crds/`.
+//! (crates/library/k8s-api) into `deploy/crds/`.
 
 use anyhow::Context;
 

@@ -1,5 +1,5 @@
 //! `cargo xtask imports`: no import circle between the modules of any crate
-//! of the workspace. Reads every `crates/*/src` file, takes the `crate::…`
+//! of the workspace. Reads every `crates/*/*/src` file, takes the `crate::…`
 //! and `super::…` paths outside comments and test code, and looks for
 //! cycles (strongly connected components) among the files, and among each
 //! crate's top-level modules. A file naming its own ancestor (a child using
@@ -45,15 +45,10 @@ pub const FLOORS: &[(&str, &[&str])] = &[
 ];
 
 pub fn run() -> anyhow::Result<()> {
-    let crates = workspace_root().join("crates");
     let mut circles = Vec::new();
     let mut upward_uses = Vec::new();
     let mut checked = 0;
-    for entry in fs::read_dir(&crates).context("reading crates/")? {
-        let src = entry?.path().join("src");
-        if !src.is_dir() {
-            continue;
-        }
+    for src in crate_sources()? {
         let name = src
             .parent()
             .and_then(Path::file_name)
@@ -103,6 +98,26 @@ fn upward(top: &BTreeMap<ModPath, BTreeSet<ModPath>>, floors: &[&str]) -> Vec<(S
         }
     }
     out
+}
+
+/// The `src/` of every crate: `crates/<group>/<crate>/src`.
+fn crate_sources() -> anyhow::Result<Vec<std::path::PathBuf>> {
+    let mut out = Vec::new();
+    let crates = workspace_root().join("crates");
+    for group in fs::read_dir(&crates).context("reading crates/")? {
+        let group = group?.path();
+        if !group.is_dir() {
+            continue;
+        }
+        for entry in fs::read_dir(&group).with_context(|| format!("reading {group:?}"))? {
+            let src = entry?.path().join("src");
+            if src.is_dir() {
+                out.push(src);
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
 }
 
 fn join(cycle: &[ModPath]) -> String {

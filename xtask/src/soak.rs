@@ -1,7 +1,7 @@
 //! `cargo xtask soak`: builds the destination, the policy controller and the
 //! benchmark client (release by default), then runs `meridian-bench soak`,
 //! which churns and faults the local control plane and audits every stream
-//! (see `crates/bench/src/soak/`). [`short`] is the fixed-seed run
+//! (see `crates/tooling/bench/src/soak/`). [`short`] is the fixed-seed run
 //! `cargo xtask test` includes.
 
 use std::{path::PathBuf, process::Command};

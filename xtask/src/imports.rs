@@ -41,7 +41,10 @@ pub const FLOORS: &[(&str, &[&str])] = &[
             "grpc",
         ],
     ),
-    ("policy-controller", &["core", "index", "proto", "grpc"]),
+    (
+        "policy-controller",
+        &["core", "k8s", "index", "proto", "metrics", "grpc"],
+    ),
 ];
 
 pub fn run() -> anyhow::Result<()> {

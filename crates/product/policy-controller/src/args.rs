@@ -8,7 +8,7 @@ use clap::Parser;
 use ipnet::IpNet;
 use meridian_runtime::{KubeClientArgs, LogArgs, parse_listen_addr};
 
-use crate::{core::DefaultPolicy, index::ClusterInfo};
+use crate::core::{ClusterInfo, DefaultPolicy};
 
 #[derive(Clone, Debug, Parser)]
 #[command(

@@ -1,49 +1,58 @@
-//! Meridian's policy controller: the proxies' inbound policy API
-//! (`InboundServerPolicies`: what a workload's port accepts, from Servers,
-//! authorizations, routes and rate limits) and outbound policy API
-//! (`OutboundPolicies`: how traffic to a Service or an egress address is
-//! routed, from Services, routes and EgressNetworks), the policy kinds'
-//! admission webhook and the route status writer.
+//! Meridian's policy controller: evaluates Server, ServerAuthorization,
+//! AuthorizationPolicy, MeshTLSAuthentication, NetworkAuthentication and
+//! route resources and serves the proxies' inbound and outbound policy APIs.
 //!
 //! # One Server change, one file per step
 //!
 //! 1. [`index`]: the watch (`k8s-index`) hands the Server to the
-//!    `Index<Server>` impl in `index/mod.rs`, which reads it into a
-//!    `ServerSpec` (`index/server.rs`, `from_resource`: selector, port,
-//!    protocol, access policy; an invalid one is logged and counted absent),
-//!    files it under its namespace and says which workloads it touched.
-//! 2. `index/reindex.rs`: the flush of what was touched recomputes each
-//!    touched workload's servers: the Servers that select each port, the
-//!    oldest one winning a contested port, its authorizations and routes
-//!    (core rules: `core/defaults.rs`, `core/routes.rs`), and publishes each
-//!    port's [`core::InboundServer`] on its watch channel
-//!    (`index/port_servers.rs`: only when it changed).
-//! 3. [`proto::inbound`]: each open stream of the port wakes and turns the
-//!    new server into the proxy API's `Server` (`to_server`, with
-//!    [`proto::ratelimit`]).
-//! 4. [`grpc`]: the `WatchPort` stream (`InboundPolicyServer::watch`)
-//!    writes it as one exactly-sized frame (`grpc-stream`).
+//!    `Indexed` impl of the one [`index::Index`], which converts it
+//!    ([`k8s::server`]: the port, the workload selector with
+//!    [`k8s::selector`], the protocol) and stores it among its namespace's
+//!    policy resources; a changed Server touches its namespace.
+//! 2. [`index::reindex`]: the namespace's workloads are recomputed in one
+//!    pass: the Servers selecting each port (the oldest wins a contested
+//!    port), each selected port's `InboundServer` built with its
+//!    authorizations (resolved with [`index::authentications`]), routes
+//!    ([`index::gateway_routes`]) and rate limit ([`index::ratelimit`]),
+//!    every other known port its workload's default server; each port
+//!    publishes only a real change on its `watch` channel
+//!    (`index::port_servers`).
+//! 3. [`grpc`]: every `WatchPort` stream of the port wakes and converts
+//!    the new server ([`proto::inbound`], with [`proto::ratelimit`]) into
+//!    the proxy API's `Server`, written as one exactly-sized frame
+//!    (`grpc-stream`).
 //!
-//! The steps call forward only. An outbound `Watch` takes the same road
-//! through [`index::outbound`] → [`proto::outbound`] → [`grpc::outbound`].
+//! The three files of the walk call forward only; the helpers in
+//! parentheses are pure (or storage) calls that return to the step that
+//! made them. The outbound API takes the same shape: [`k8s::outbound`] →
+//! [`index::outbound`] → [`proto::outbound`] → [`grpc::outbound`].
 //!
 //! # Floors
 //!
-//! Each floor imports only the ones above it (`cargo xtask imports` checks):
-//! - [`core`]: values and pure rules of policy (no Kubernetes, gRPC or
-//!   proxy-API types) and the discovery traits;
-//! - [`index`]: the inbound and outbound indexes, which read the policy
-//!   kinds from Kubernetes objects (`from_resource` beside each kind) and
-//!   publish on watch channels;
-//! - [`proto`]: core values → proxy-API messages, pure;
-//! - [`grpc`]: the tonic services and their streams;
-//! - beside them: [`gateway`] (the Gateway API route watches, started and
-//!   stopped as their CRDs come and go), [`webhook`] (the admission rules,
-//!   the index's conversions served with the shared `admission` plumbing),
-//!   [`status`] (the leader-elected route status writer);
-//! - then [`metrics`], [`original_metrics`], [`admin`] (introspection on a
-//!   localhost listener), [`args`] (flags, named as the original's) and
-//!   [`runtime`] (flags → watches, servers, shutdown).
+//! Each floor imports only the ones above it (`cargo xtask imports`
+//! checks it):
+//! - [`core`]: values and pure rules (no Kubernetes, gRPC or proxy-API
+//!   types), and the discovery traits the gRPC layer is written against;
+//! - [`k8s`]: Kubernetes objects → core values (the only reader of
+//!   Kubernetes fields), one file per kind;
+//! - [`index`]: the inbound and outbound indexes, publishing each
+//!   workload port's server and each Service port's (or egress address')
+//!   policy on a watch channel;
+//! - [`proto`]: core values → proxy-API messages;
+//! - [`metrics`]: index, gRPC and status-writer metrics (index series read
+//!   at scrape time);
+//! - [`grpc`]: the thin tonic layer (`InboundServerPolicies`,
+//!   `OutboundPolicies`, the destination's `WorkloadPorts` feed);
+//! - [`gateway`]: the Gateway API route watches, started and stopped as
+//!   their CRDs come and go;
+//! - [`status`]: the leader-elected route and policy status writer;
+//! - [`webhook`]: the admission rules of the policy kinds (the conversions
+//!   of [`k8s`]), served with the shared `admission` plumbing;
+//! - [`admin`]: introspection on a localhost listener (open streams, the
+//!   consistency audit of what they were sent);
+//! - [`args`]: command-line flags (names and defaults follow the original);
+//! - [`runtime`]: wires the flags to the watches, the gRPC, workload-ports,
+//!   admin and introspection servers, and shutdown.
 
 pub mod admin;
 pub mod args;
@@ -51,6 +60,7 @@ pub mod core;
 pub mod gateway;
 pub mod grpc;
 pub mod index;
+pub mod k8s;
 pub mod metrics;
 pub mod original_metrics;
 pub mod proto;

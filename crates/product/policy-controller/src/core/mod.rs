@@ -4,6 +4,7 @@
 //! layer is written against; [`outbound`] holds the same for the Services
 //! a proxy connects to, and [`egress`] the egress networks.
 
+mod cluster;
 mod defaults;
 mod discover;
 pub mod egress;
@@ -16,6 +17,7 @@ pub mod routes;
 
 use std::{collections::BTreeMap, time::Duration};
 
+pub use cluster::ClusterInfo;
 pub use defaults::{DefaultPolicy, InvalidDefaultPolicy};
 pub use discover::{
     DiscoverInboundServer, DiscoverOutboundPolicy, LookupError, WorkloadKind, WorkloadPort,

@@ -28,7 +28,7 @@ pub use self::workload::{InvalidWorkload, Workload};
 use crate::{
     core::{DiscoverInboundServer, LookupError, WorkloadKind, WorkloadPort},
     metrics::GrpcMetrics,
-    proto::to_server,
+    proto::inbound::to_server,
 };
 
 /// The inbound policy service.

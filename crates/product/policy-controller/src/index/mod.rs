@@ -9,18 +9,13 @@
 //! when its server really changed. A re-list (`reset`) recomputes each
 //! touched namespace once.
 
-mod authz;
-mod external_workload;
+pub mod authentications;
 pub mod gateway_routes;
 pub mod opaque_feed;
 pub mod outbound;
-mod pod;
 mod port_servers;
 pub mod ratelimit;
-mod reindex;
-pub(crate) mod routes;
-mod selector;
-mod server;
+pub mod reindex;
 mod sizes;
 #[cfg(test)]
 mod tests;
@@ -29,10 +24,8 @@ mod workload;
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
     sync::Arc,
-    time::Duration,
 };
 
-use ipnet::IpNet;
 use k8s_api::policy::{
     AuthorizationPolicy, HTTPRoute, MeshTLSAuthentication, NetworkAuthentication, Server,
     ServerAuthorization,
@@ -42,141 +35,27 @@ use k8s_index::{ObjectKey, SharedIndex, shared::Shared};
 use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::watch;
 
-pub use self::pod::PodObject;
+pub use self::authentications::Authentications;
 pub use self::sizes::NamespaceSizes;
 use self::workload::WorkloadState;
-pub use self::{
-    authz::{
-        AuthenticationRef, Authentications, PolicySpec, PolicyTarget, ServerAuthz, ServerSelector,
-        authorization_policy, mesh_tls_authentication, network_authentication,
-        server_authorization,
-    },
-    routes::{RouteBinding, http_route, is_server_parent, server_parents},
-    selector::{Labels, Selector},
-    server::{PortRef, ServerSpec, WorkloadSelector},
-    workload::{
-        DEFAULT_POLICY_ANNOTATION, OPAQUE_PORTS_ANNOTATION, REQUIRE_IDENTITY_ANNOTATION, Settings,
-        WorkloadInfo,
-    },
-};
+pub use crate::core::ClusterInfo;
 use crate::core::{
-    AuthorizationRef, Authorizations, DETECT_TIMEOUT, DefaultPolicy, DiscoverInboundServer,
-    GroupKindName, HttpRoute, IdentityMatch, InboundServer, LookupError, NetworkMatch, RouteRef,
-    ServerRef, WorkloadKind, WorkloadPort, routes::default_http_routes,
+    AuthorizationRef, Authorizations, DiscoverInboundServer, GroupKindName, HttpRoute,
+    InboundServer, LookupError, NetworkMatch, RouteRef, ServerRef, WorkloadKind, WorkloadPort,
+    routes::default_http_routes,
 };
-
-/// The label of meshed pods (the only pods indexed).
-pub const CONTROL_PLANE_NS_LABEL: &str = k8s_index::resources::CONTROL_PLANE_NS_LABEL;
-
-/// Cluster-wide settings from flags.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ClusterInfo {
-    /// `--cluster-networks`.
-    pub networks: Vec<IpNet>,
-    /// `--probe-networks` (empty: probe routes are not authorized).
-    pub probe_networks: Vec<IpNet>,
-    /// `--control-plane-namespace`.
-    pub control_plane_ns: String,
-    /// `--identity-domain`.
-    pub identity_domain: String,
-    /// `--default-policy`.
-    pub default_policy: DefaultPolicy,
-    /// Protocol detection timeout of `Detect` servers.
-    pub detect_timeout: Duration,
-}
-
-impl ClusterInfo {
-    /// The mesh identity of a service account.
-    pub fn service_account_identity(&self, name: &str, namespace: &str) -> IdentityMatch {
-        IdentityMatch::service_account(
-            name,
-            namespace,
-            &self.control_plane_ns,
-            &self.identity_domain,
-        )
-    }
-}
-
-impl Default for ClusterInfo {
-    /// The flags' defaults.
-    fn default() -> Self {
-        let nets = [
-            "10.0.0.0/8",
-            "100.64.0.0/10",
-            "172.16.0.0/12",
-            "192.168.0.0/16",
-        ];
-        Self {
-            networks: nets.iter().filter_map(|n| n.parse().ok()).collect(),
-            probe_networks: Vec::new(),
-            control_plane_ns: "linkerd".to_string(),
-            identity_domain: "cluster.local".to_string(),
-            default_policy: DefaultPolicy::AllUnauthenticated,
-            detect_timeout: DETECT_TIMEOUT,
-        }
-    }
-}
-
-/// Why a resource was ignored.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum InvalidResource {
-    #[error("port {0} is not in 1-65535")]
-    Port(i32),
-    #[error("unsupported label selector operator {0:?}")]
-    SelectorOperator(String),
-    #[error(transparent)]
-    Network(#[from] crate::core::InvalidNetwork),
-    #[error("authorizes no clients")]
-    NoClients,
-    #[error("unsupported target {group}/{kind}")]
-    UnsupportedTarget { group: String, kind: String },
-    #[error("unsupported authentication {group}/{kind}")]
-    UnsupportedAuthentication { group: String, kind: String },
-    #[error("unsupported identity reference kind {0}")]
-    UnsupportedIdentityRef(String),
-    #[error("a {0} reference needs a name")]
-    MissingName(String),
-    #[error("{kind} {namespace}/{name} not found")]
-    MissingAuthentication {
-        kind: &'static str,
-        namespace: String,
-        name: String,
+pub use crate::k8s::{InvalidResource, pod::CONTROL_PLANE_NS_LABEL, pod::PodObject};
+use crate::k8s::{
+    authz::{
+        PolicySpec, PolicyTarget, ServerAuthz, authorization_policy, mesh_tls_authentication,
+        network_authentication, server_authorization,
     },
-    #[error("more than one {0} authentication")]
-    MultipleAuthentications(&'static str),
-    #[error("a Server parent may not name {0}")]
-    ParentRef(&'static str),
-    #[error("{0}")]
-    Route(String),
-    #[error(transparent)]
-    Identity(#[from] crate::core::InvalidIdentity),
-    #[error("except {except} is not inside cidr {cidr}")]
-    ExceptOutsideCidr { cidr: IpNet, except: IpNet },
-    #[error("except {except} covers all of cidr {cidr}")]
-    ExceptCoversCidr { cidr: IpNet, except: IpNet },
-    #[error("networks must not be empty")]
-    NoNetworks,
-    #[error("meshTLS and unauthenticated may not both be set")]
-    MeshTlsAndUnauthenticated,
-    #[error(
-        "meshTLS.unauthenticatedTLS may not be set together with identities or serviceAccounts"
-    )]
-    UnauthenticatedTlsWithIdentities,
-    #[error(
-        "a Namespace target must name the policy's own namespace {namespace:?}, not {target:?}"
-    )]
-    ForeignNamespaceTarget { namespace: String, target: String },
-    #[error("{0}")]
-    ConflictingAuthentications(&'static str),
-    #[error("a Namespace identity reference may not set a namespace (its name is the namespace)")]
-    NamespaceRefWithNamespace,
-    #[error(transparent)]
-    RateLimit(ratelimit::InvalidRateLimit),
-    #[error("one of podSelector or externalWorkloadSelector must be set")]
-    NoServerSelector,
-    #[error("podSelector and externalWorkloadSelector may not both be set")]
-    BothServerSelectors,
-}
+    grpc_route::{GATEWAY_GROUP, GrpcRouteBinding},
+    ratelimit::RateLimitSpec,
+    routes::RouteBinding,
+    server::ServerSpec,
+    workload::WorkloadInfo,
+};
 
 /// The policy resources of one namespace.
 #[derive(Debug, Default)]
@@ -188,8 +67,8 @@ pub(crate) struct PolicyNs {
     http_routes: BTreeMap<String, RouteBinding>,
     /// Gateway API HTTPRoutes (their names may repeat policy ones).
     gateway_http_routes: BTreeMap<String, RouteBinding>,
-    grpc_routes: BTreeMap<String, gateway_routes::GrpcRouteBinding>,
-    ratelimits: BTreeMap<String, ratelimit::RateLimitSpec>,
+    grpc_routes: BTreeMap<String, GrpcRouteBinding>,
+    ratelimits: BTreeMap<String, RateLimitSpec>,
 }
 
 #[derive(Debug, Default)]
@@ -516,7 +395,7 @@ impl PolicyNs {
         let gateway = self
             .gateway_http_routes
             .iter()
-            .map(|(n, b)| (gateway_routes::GATEWAY_GROUP, n, b));
+            .map(|(n, b)| (GATEWAY_GROUP, n, b));
         let routes: BTreeMap<_, _> = policy
             .chain(gateway)
             .filter(|(_, _, binding)| binding.attached_to(name))

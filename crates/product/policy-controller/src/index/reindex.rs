@@ -1,9 +1,9 @@
 //! Recomputing the servers of a namespace's workloads after a change
-//! ([`Index::flush`] of what the change touched): the Servers selecting
+//! (`Index::flush` of what the change touched): the Servers selecting
 //! each port, the winner of a contested port, and the published server of
 //! every known port.
 //!
-//! A pass over many workloads ([`Pass`]) computes what the pods of one
+//! A pass over many workloads (`Pass`) computes what the pods of one
 //! ReplicaSet share only once: their definition is one shared
 //! [`WorkloadInfo`], and the servers Servers give its ports, and the
 //! default server of a port, depend on nothing else. At the initial list
@@ -19,14 +19,16 @@ use std::{
 use k8s_index::shared::Shared;
 
 use super::{
-    ClusterInfo, Index, Namespace, Pending, PolicyNs,
-    authz::Authentications,
-    server::PortRef,
-    server::ServerSpec,
-    workload::{WorkloadInfo, WorkloadState},
-    workloads_of,
+    ClusterInfo, Index, Namespace, Pending, PolicyNs, authentications::Authentications,
+    workload::WorkloadState, workloads_of,
 };
-use crate::core::{InboundServer, WorkloadKind};
+use crate::{
+    core::{InboundServer, WorkloadKind},
+    k8s::{
+        server::{PortRef, ServerSpec},
+        workload::WorkloadInfo,
+    },
+};
 
 /// A workload definition in a pass: the address of its shared copy, which
 /// every workload holding it keeps alive for the pass.

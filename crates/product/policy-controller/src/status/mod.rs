@@ -41,9 +41,12 @@ use k8s_openapi::{
 use tokio::sync::watch;
 
 pub use self::writer::StatusWriter;
-use crate::index::{
-    is_server_parent,
-    outbound::{ServiceParent, routes::is_service_ref},
+use crate::k8s::{
+    outbound::{
+        ServiceParent,
+        routes::{OutboundSpec, RouteObject, is_service_ref},
+    },
+    routes::is_server_parent,
 };
 
 // Condition types and reasons are the Gateway API's and Linkerd's
@@ -294,7 +297,7 @@ pub fn route_status(
         parents.push(ours(parent_ref, vec![accepted, resolved.clone()]));
     }
     let mut seen = BTreeSet::new();
-    for ep in crate::index::outbound::routes::egress_parents(route.parent_refs, ns) {
+    for ep in crate::k8s::outbound::routes::egress_parents(route.parent_refs, ns) {
         if !seen.insert(ep.clone()) {
             continue;
         }
@@ -474,11 +477,11 @@ impl StatusIndex {
         let mut egress_parent_ranks: HashMap<ServiceParent, u8> = HashMap::new();
         let mut server_ranks: HashMap<(String, String), u8> = HashMap::new();
         for ((kind, ns, _), r) in &self.routes {
-            for parent in crate::index::outbound::routes::service_parents(&r.parents, ns) {
+            for parent in crate::k8s::outbound::routes::service_parents(&r.parents, ns) {
                 let rank = parent_ranks.entry(parent).or_insert(u8::MAX);
                 *rank = (*rank).min(kind.rank());
             }
-            for parent in crate::index::outbound::routes::egress_parents(&r.parents, ns) {
+            for parent in crate::k8s::outbound::routes::egress_parents(&r.parents, ns) {
                 let rank = egress_parent_ranks.entry(parent).or_insert(u8::MAX);
                 *rank = (*rank).min(kind.rank());
             }
@@ -596,7 +599,7 @@ impl k8s_index::Index<Service> for StatusIndex {
 
 fn backends<'a>(refs: impl Iterator<Item = &'a HttpBackendRef>, ns: &str) -> Vec<BackendTarget> {
     refs.map(|b| {
-        if crate::index::outbound::egress::is_egress_network_ref(
+        if crate::k8s::outbound::egress::is_egress_network_ref(
             b.group.as_deref(),
             b.kind.as_deref(),
         ) {
@@ -629,7 +632,7 @@ fn unserved<R: Conversions>(route: &R, parents: &[ParentRef], ns: &str) -> Unser
     let has_server = parents.iter().any(is_server_parent);
     let has_outbound = parents.iter().any(|p| {
         is_service_ref(p.group.as_deref(), p.kind.as_deref())
-            || crate::index::outbound::egress::is_egress_network_ref(
+            || crate::k8s::outbound::egress::is_egress_network_ref(
                 p.group.as_deref(),
                 p.kind.as_deref(),
             )
@@ -640,72 +643,44 @@ fn unserved<R: Conversions>(route: &R, parents: &[ParentRef], ns: &str) -> Unser
     }
 }
 
-fn err_text<T>(r: Result<T, crate::index::InvalidResource>) -> Option<String> {
+fn err_text<T>(r: Result<T, crate::k8s::InvalidResource>) -> Option<String> {
     r.err().map(|e| e.to_string())
 }
 
 /// How each route kind is converted by the indexes (TLS and TCP routes
 /// have no inbound side).
-trait Conversions: Sized {
+trait Conversions: RouteObject<Spec: OutboundSpec> + Sized {
     fn inbound(&self, _ns: &str) -> Option<String> {
         None
     }
-    fn outbound(&self) -> Option<String>;
+    fn outbound(&self) -> Option<String> {
+        err_text(crate::k8s::outbound::routes::binding(self, CLUSTER_DOMAIN))
+    }
 }
 
 impl Conversions for HTTPRoute {
     fn inbound(&self, ns: &str) -> Option<String> {
-        err_text(crate::index::RouteBinding::from_resource(self, ns))
-    }
-    fn outbound(&self) -> Option<String> {
-        err_text(crate::index::outbound::routes::policy_http_binding(
-            self,
-            CLUSTER_DOMAIN,
-        ))
+        err_text(crate::k8s::routes::RouteBinding::from_resource(self, ns))
     }
 }
 
 impl Conversions for gateway::HTTPRoute {
     fn inbound(&self, ns: &str) -> Option<String> {
-        err_text(crate::index::RouteBinding::from_gateway(self, ns))
-    }
-    fn outbound(&self) -> Option<String> {
-        err_text(crate::index::outbound::routes::gateway_http_binding(
-            self,
-            CLUSTER_DOMAIN,
-        ))
+        err_text(crate::k8s::routes::RouteBinding::from_gateway(self, ns))
     }
 }
 
 impl Conversions for gateway::GRPCRoute {
     fn inbound(&self, ns: &str) -> Option<String> {
-        err_text(crate::index::gateway_routes::GrpcRouteBinding::from_resource(self, ns))
-    }
-    fn outbound(&self) -> Option<String> {
-        err_text(crate::index::outbound::routes::grpc_binding(
-            self,
-            CLUSTER_DOMAIN,
+        err_text(crate::k8s::grpc_route::GrpcRouteBinding::from_resource(
+            self, ns,
         ))
     }
 }
 
-impl Conversions for gateway::TLSRoute {
-    fn outbound(&self) -> Option<String> {
-        err_text(crate::index::outbound::routes::tls_binding(
-            self,
-            CLUSTER_DOMAIN,
-        ))
-    }
-}
+impl Conversions for gateway::TLSRoute {}
 
-impl Conversions for gateway::TCPRoute {
-    fn outbound(&self) -> Option<String> {
-        err_text(crate::index::outbound::routes::tcp_binding(
-            self,
-            CLUSTER_DOMAIN,
-        ))
-    }
-}
+impl Conversions for gateway::TCPRoute {}
 
 macro_rules! status_route {
     ($ty:ty, $kind:expr) => {

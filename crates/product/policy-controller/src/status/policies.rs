@@ -30,7 +30,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use super::{ACCEPTED, NO_MATCHING_PARENT, StatusIndex, ns_name};
 use crate::{
     core::{NetworkMatch, egress::overlaps_cluster_networks},
-    index::{outbound::egress::egress_network_networks, ratelimit::by_age},
+    k8s::{outbound::egress::egress_network_networks, ratelimit::by_age},
 };
 
 /// `Accepted=False`: the target Server does not exist.

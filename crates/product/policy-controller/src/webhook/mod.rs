@@ -30,10 +30,14 @@ use serde::de::DeserializeOwned;
 
 use self::route_rules::Problem;
 use crate::{
-    core::DefaultPolicy,
-    index::{
-        ClusterInfo, InvalidResource, ServerSpec, authorization_policy, mesh_tls_authentication,
-        network_authentication, server_authorization,
+    core::{ClusterInfo, DefaultPolicy},
+    k8s::{
+        InvalidResource,
+        authz::{
+            authorization_policy, mesh_tls_authentication, network_authentication,
+            server_authorization,
+        },
+        server::ServerSpec,
     },
 };
 

@@ -5,10 +5,13 @@
 use k8s_api::policy::{EgressNetwork, HTTPLocalRateLimitPolicy};
 
 use super::{Rejection, parse};
-use crate::index::{
-    ClusterInfo, InvalidResource,
-    outbound::egress::{self, egress_network_networks},
-    ratelimit,
+use crate::{
+    core::ClusterInfo,
+    k8s::{
+        InvalidResource,
+        outbound::egress::{self, egress_network_networks},
+        ratelimit,
+    },
 };
 
 /// A rate limit policy: a Server target, positive limits, no identity or

@@ -25,7 +25,7 @@ use k8s_api::{
     },
 };
 
-use crate::index::{
+use crate::k8s::{
     outbound::{
         annotations::{self, Annotations},
         egress::is_egress_network_ref,
@@ -54,7 +54,7 @@ fn unparsed(what: impl Into<String>) -> Problem {
     Problem::Unparsed(what.into())
 }
 
-fn invalid_from(e: crate::index::InvalidResource) -> Problem {
+fn invalid_from(e: crate::k8s::InvalidResource) -> Problem {
     Problem::Invalid(e.to_string())
 }
 

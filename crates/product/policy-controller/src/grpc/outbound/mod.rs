@@ -25,7 +25,7 @@ use crate::{
         outbound::{OutboundTarget, ServiceTarget},
     },
     metrics::GrpcMetrics,
-    proto::{egress_fallback, to_egress_policy, to_outbound_policy, undefined_port},
+    proto::outbound::{egress_fallback, to_egress_policy, to_outbound_policy, undefined_port},
 };
 
 const GET: &str = "Get";

@@ -12,10 +12,7 @@
 //! the count of watches doubles, so names, ports and client namespaces a
 //! client makes up keep nothing once its streams end.
 
-pub mod annotations;
 pub mod egress;
-pub mod routes;
-pub mod service;
 pub mod sweep;
 #[cfg(test)]
 mod tests;
@@ -33,10 +30,6 @@ use k8s_index::{ObjectKey, SharedIndex};
 use k8s_openapi::api::core::v1::Service;
 use tokio::sync::watch;
 
-pub use self::{
-    routes::{AnyRoute, OutboundBinding, ServiceParent},
-    service::ServiceInfo,
-};
 use crate::core::{
     DiscoverOutboundPolicy, PortSet,
     egress::EgressPolicy,
@@ -44,6 +37,7 @@ use crate::core::{
         Backend, OutboundPolicy, OutboundTarget, RouteId, ServiceTarget, service_authority,
     },
 };
+use crate::k8s::outbound::{AnyRoute, OutboundBinding, ServiceInfo, egress::EgressEntry};
 
 /// Cluster-wide settings of the outbound index, from flags.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -87,7 +81,7 @@ pub struct OutboundIndex {
     /// per watch) without walking the map.
     watch_count: usize,
     /// EgressNetworks by namespace and name.
-    egress_networks: BTreeMap<ServiceKey, egress::EgressEntry>,
+    egress_networks: BTreeMap<ServiceKey, EgressEntry>,
     /// Routes with at least one accepted EgressNetwork parent.
     egress_routes: BTreeSet<RouteId>,
     /// Published egress policies, by address and client namespace.
@@ -541,18 +535,19 @@ impl OutboundIndexed for Service {
     }
 }
 
-fn warn_invalid(kind: &str, id: &RouteId, error: &crate::index::InvalidResource) {
+fn warn_invalid(kind: &str, id: &RouteId, error: &crate::k8s::InvalidResource) {
     tracing::warn!(%kind, ns = %id.namespace, name = %id.name, %error, "ignoring invalid route");
 }
 
 macro_rules! route_kind {
-    ($ty:ty, $group:expr, $kind:expr, $convert:path) => {
+    ($ty:ty, $group:expr, $kind:expr) => {
         impl OutboundIndexed for $ty {
             fn upsert(index: &mut OutboundIndex, route: Self) -> BTreeSet<ServiceKey> {
-                let id = routes::route_id($group, $kind, &route.metadata);
-                let binding = $convert(&route, &index.cluster.cluster_domain)
-                    .map_err(|e| warn_invalid($kind, &id, &e))
-                    .ok();
+                let id = crate::k8s::outbound::routes::route_id($group, $kind, &route.metadata);
+                let binding =
+                    crate::k8s::outbound::routes::binding(&route, &index.cluster.cluster_domain)
+                        .map_err(|e| warn_invalid($kind, &id, &e))
+                        .ok();
                 index.set_route(id, binding)
             }
 
@@ -569,36 +564,11 @@ macro_rules! route_kind {
     };
 }
 
-route_kind!(
-    policy::HTTPRoute,
-    policy::GROUP,
-    "HTTPRoute",
-    routes::policy_http_binding
-);
-route_kind!(
-    gateway::HTTPRoute,
-    gateway::GROUP,
-    gateway::HTTPRoute::KIND,
-    routes::gateway_http_binding
-);
-route_kind!(
-    gateway::GRPCRoute,
-    gateway::GROUP,
-    gateway::GRPCRoute::KIND,
-    routes::grpc_binding
-);
-route_kind!(
-    gateway::TLSRoute,
-    gateway::GROUP,
-    gateway::TLSRoute::KIND,
-    routes::tls_binding
-);
-route_kind!(
-    gateway::TCPRoute,
-    gateway::GROUP,
-    gateway::TCPRoute::KIND,
-    routes::tcp_binding
-);
+route_kind!(policy::HTTPRoute, policy::GROUP, "HTTPRoute");
+route_kind!(gateway::HTTPRoute, gateway::GROUP, gateway::HTTPRoute::KIND);
+route_kind!(gateway::GRPCRoute, gateway::GROUP, gateway::GRPCRoute::KIND);
+route_kind!(gateway::TLSRoute, gateway::GROUP, gateway::TLSRoute::KIND);
+route_kind!(gateway::TCPRoute, gateway::GROUP, gateway::TCPRoute::KIND);
 
 // === impl DiscoverOutboundPolicy ===
 

@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::core::{RateLimit, RateLimitOverride};
-use crate::index::ratelimit::{InvalidRateLimit, check_limits, ratelimit_policy};
+use crate::k8s::ratelimit::{InvalidRateLimit, check_limits, ratelimit_policy};
 use k8s_api::policy::{HTTPLocalRateLimitPolicy, HttpLocalRateLimitPolicySpec};
 
 fn ratelimit(name: &str, created: u64, spec: Value, accepted: bool) -> HTTPLocalRateLimitPolicy {

@@ -49,10 +49,9 @@ fn l4_backend(b: &Backend) -> (u32, proto::Backend, Option<String>) {
     }
 }
 
-/// The backends of an L4 route's rules and their distribution in the proxy
-/// API's module `$m` (`opaque_route` or `tls_route`, which share a shape):
-/// a backend that cannot be used carries an `Invalid` filter; no backend at
-/// all sends everything to the default backend.
+/// An L4 route's backends (each with an `Invalid` filter if it cannot be
+/// used), or the default backend when it has none, in the types of the
+/// proxy API's `opaque_route` or `tls_route` (one shape in two sets).
 macro_rules! l4_distribution {
     ($m:ident, $route:expr, $default_backend:expr) => {{
         use proto::$m::{
@@ -114,7 +113,6 @@ pub(super) fn tls_route(
     default_backend: &proto::Backend,
 ) -> proto::TlsRoute {
     use linkerd2_proxy_api::tls_route::{SniMatch, sni_match};
-    let distribution = l4_distribution!(tls_route, route, default_backend);
     let snis = route
         .hostnames
         .iter()
@@ -133,7 +131,7 @@ pub(super) fn tls_route(
         metadata: route_meta(id),
         snis,
         rules: vec![proto::tls_route::Rule {
-            backends: Some(distribution),
+            backends: Some(l4_distribution!(tls_route, route, default_backend)),
             filters: Vec::new(),
         }],
     }

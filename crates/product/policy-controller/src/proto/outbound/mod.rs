@@ -1,5 +1,5 @@
 //! Conversion of an [`OutboundPolicy`] (and of the egress-fallback and
-//! undefined-port answers, and of EgressNetworks in `egress`) into the proxy API's `OutboundPolicy`, field for
+//! undefined-port answers, and of EgressNetworks in [`egress`]) into the proxy API's `OutboundPolicy`, field for
 //! field as the original encodes them: the protocol chosen from the port's
 //! `appProtocol` and the attached route kinds, the default backend
 //! balancing over `Destination.Get`, routes in creation-then-name order,
@@ -122,7 +122,12 @@ pub fn to_outbound_policy(
             .map(|(id, r)| http_route(id, r, policy, &default_backend, allow_l5d_request_headers))
             .collect();
         if list.is_empty() {
-            list.push(default_http_route(policy, &default_backend));
+            list.push(catch_all_http_route(
+                default_meta("http"),
+                Vec::new(),
+                policy,
+                &default_backend,
+            ));
         }
         list
     };
@@ -167,23 +172,13 @@ pub fn to_outbound_policy(
         None if policy.http_routes.is_empty() && !policy.tcp_routes.is_empty() => {
             l4::tcp(policy, &default_backend)
         }
-        None => {
-            let routes = http(&policy.http_routes);
-            proxy_protocol::Kind::Detect(proxy_protocol::Detect {
-                timeout: duration(DETECT_TIMEOUT),
-                opaque: Some(proxy_protocol::Opaque {
-                    routes: vec![opaque_route(default_backend.clone())],
-                }),
-                http1: Some(proxy_protocol::Http1 {
-                    routes: routes.clone(),
-                    failure_accrual: accrual,
-                }),
-                http2: Some(proxy_protocol::Http2 {
-                    routes,
-                    failure_accrual: accrual,
-                }),
-            })
-        }
+        None => detect(
+            proxy_protocol::Opaque {
+                routes: vec![opaque_route(default_backend.clone())],
+            },
+            http(&policy.http_routes),
+            accrual,
+        ),
     };
     proto::OutboundPolicy {
         metadata: Some(service_meta(
@@ -206,6 +201,27 @@ fn backoff(b: &Backoff, respect_retry_after_hint: bool) -> proto::ExponentialBac
 
 /// Consecutive accrual never acts on `Retry-After`; unified accrual does
 /// when the Service asks.
+/// `Detect`: HTTP/1 and HTTP/2 get `routes` (and the failure accrual),
+/// what is not HTTP after the detect timeout goes to `opaque`.
+fn detect(
+    opaque: proxy_protocol::Opaque,
+    routes: Vec<proto::HttpRoute>,
+    accrual: Option<proto::FailureAccrual>,
+) -> proxy_protocol::Kind {
+    proxy_protocol::Kind::Detect(proxy_protocol::Detect {
+        timeout: duration(DETECT_TIMEOUT),
+        opaque: Some(opaque),
+        http1: Some(proxy_protocol::Http1 {
+            routes: routes.clone(),
+            failure_accrual: accrual,
+        }),
+        http2: Some(proxy_protocol::Http2 {
+            routes,
+            failure_accrual: accrual,
+        }),
+    })
+}
+
 fn failure_accrual(accrual: FailureAccrual, honor_retry_after: bool) -> proto::FailureAccrual {
     let kind = match accrual {
         FailureAccrual::Consecutive {
@@ -255,8 +271,19 @@ fn service_load(biaser: Option<&LoadBiaser>) -> backend::balance_p2c::Load {
 
 /// `Default("opaq")`: everything to the default backend.
 fn opaque_route(backend: proto::Backend) -> proto::OpaqueRoute {
+    catch_all_opaque_route(default_meta("opaq"), Vec::new(), backend)
+}
+
+/// Every connection to `backend`: a Service's opaque route (no filters),
+/// the egress fallback's, and an EgressNetwork's ([`egress`], its
+/// verdict's filters).
+fn catch_all_opaque_route(
+    metadata: Option<Metadata>,
+    filters: Vec<proto::opaque_route::Filter>,
+    backend: proto::Backend,
+) -> proto::OpaqueRoute {
     proto::OpaqueRoute {
-        metadata: default_meta("opaq"),
+        metadata,
         rules: vec![proto::opaque_route::Rule {
             backends: Some(proto::opaque_route::Distribution {
                 kind: Some(proto::opaque_route::distribution::Kind::FirstAvailable(
@@ -268,40 +295,90 @@ fn opaque_route(backend: proto::Backend) -> proto::OpaqueRoute {
                     },
                 )),
             }),
-            filters: Vec::new(),
+            filters,
         }],
     }
 }
 
-#[allow(deprecated)] // `request_timeout` is still sent, for older proxies.
-fn default_http_route(policy: &OutboundPolicy, backend: &proto::Backend) -> proto::HttpRoute {
-    proto::HttpRoute {
-        metadata: default_meta("http"),
-        hosts: Vec::new(),
-        rules: vec![proto::http_route::Rule {
-            matches: vec![route_proto::HttpRouteMatch {
-                path: Some(route_proto::PathMatch {
-                    kind: Some(route_proto::path_match::Kind::Prefix("/".to_string())),
+/// The route that takes every request to `backend` with the policy's
+/// timeouts and retry, in the types of the proxy API's `http_route` or
+/// `grpc_route` (one shape in two sets).
+macro_rules! catch_all_route {
+    (
+        $m:ident::$out:ident,
+        matches: $matches:expr,
+        retry: $retry_field:ident($retry_fn:path),
+        $metadata:expr, $filters:expr, $policy:expr, $backend:expr $(,)?
+    ) => {{
+        let policy: &OutboundPolicy = $policy;
+        proto::$out {
+            metadata: $metadata,
+            hosts: Vec::new(),
+            rules: vec![proto::$m::Rule {
+                matches: $matches,
+                filters: $filters,
+                backends: Some(proto::$m::Distribution {
+                    kind: Some(proto::$m::distribution::Kind::FirstAvailable(
+                        proto::$m::distribution::FirstAvailable {
+                            backends: vec![proto::$m::RouteBackend {
+                                backend: Some($backend.clone()),
+                                ..Default::default()
+                            }],
+                        },
+                    )),
                 }),
-                ..Default::default()
+                request_timeout: policy.timeouts.request.and_then(duration),
+                timeouts: Some(timeouts(&policy.timeouts)),
+                retry: policy.$retry_field.as_ref().map($retry_fn),
+                allow_l5d_request_headers: false,
             }],
-            filters: Vec::new(),
-            backends: Some(proto::http_route::Distribution {
-                kind: Some(proto::http_route::distribution::Kind::FirstAvailable(
-                    proto::http_route::distribution::FirstAvailable {
-                        backends: vec![proto::http_route::RouteBackend {
-                            backend: Some(backend.clone()),
-                            ..Default::default()
-                        }],
-                    },
-                )),
+        }
+    }};
+}
+
+/// Every request (prefix `/`) to `backend`: a Service's default HTTP route
+/// (no filters), and an EgressNetwork's ([`egress`], its verdict's filters).
+#[allow(deprecated)] // `request_timeout` is still sent, for older proxies.
+fn catch_all_http_route(
+    metadata: Option<Metadata>,
+    filters: Vec<proto::http_route::Filter>,
+    policy: &OutboundPolicy,
+    backend: &proto::Backend,
+) -> proto::HttpRoute {
+    catch_all_route!(
+        http_route::HttpRoute,
+        matches: vec![route_proto::HttpRouteMatch {
+            path: Some(route_proto::PathMatch {
+                kind: Some(route_proto::path_match::Kind::Prefix("/".to_string())),
             }),
-            request_timeout: policy.timeouts.request.and_then(duration),
-            timeouts: Some(timeouts(&policy.timeouts)),
-            retry: policy.http_retry.as_ref().map(http_retry),
-            allow_l5d_request_headers: false,
+            ..Default::default()
         }],
-    }
+        retry: http_retry(http_retry),
+        metadata,
+        filters,
+        policy,
+        backend,
+    )
+}
+
+/// Every gRPC request (no matches) to `backend`: an EgressNetwork's gRPC
+/// route ([`egress`], its verdict's filters).
+#[allow(deprecated)] // `request_timeout` is still sent, for older proxies.
+fn catch_all_grpc_route(
+    metadata: Option<Metadata>,
+    filters: Vec<proto::grpc_route::Filter>,
+    policy: &OutboundPolicy,
+    backend: &proto::Backend,
+) -> proto::GrpcRoute {
+    catch_all_route!(
+        grpc_route::GrpcRoute,
+        matches: Vec::new(),
+        retry: grpc_retry(grpc_retry),
+        metadata,
+        filters,
+        policy,
+        backend,
+    )
 }
 
 fn route_meta(id: &RouteId) -> Option<Metadata> {
@@ -503,158 +580,136 @@ fn usable_backend(svc: &WeightedService, policy: &OutboundPolicy) -> proto::Back
     )
 }
 
-/// One rule's backends and their distribution in the proxy API's module
-/// `$m` (`http_route` or `grpc_route`: the two share a shape, not a type):
-/// each backend with `$filters` of its own filters, a failing one with the
-/// failure injector `$failing(message)`; no backend at all sends everything
-/// to the default backend.
-macro_rules! rule_distribution {
-    ($m:ident, $rule:expr, $policy:expr, $default_backend:expr, $filters:expr, $failing:expr) => {{
-        use proto::$m::{Distribution, RouteBackend, WeightedRouteBackend, distribution};
-        let backends: Vec<_> = $rule
-            .backends
-            .iter()
-            .map(|b| {
-                let (weight, resolved) = resolve(b);
-                let backend = match resolved {
-                    Resolved::Usable(svc) => RouteBackend {
-                        backend: Some(usable_backend(svc, $policy)),
-                        filters: $filters(&svc.filters),
-                        ..Default::default()
-                    },
-                    Resolved::Forward(net, addr) => RouteBackend {
-                        backend: Some(egress_backend(net, addr)),
-                        filters: $filters(&net.filters),
-                        ..Default::default()
-                    },
-                    Resolved::Failing { meta, message } => RouteBackend {
-                        backend: Some(failing_backend(meta)),
-                        filters: vec![$failing(message)],
-                        ..Default::default()
-                    },
-                };
-                WeightedRouteBackend {
-                    backend: Some(backend),
-                    weight,
-                }
-            })
-            .collect();
-        let kind = if backends.is_empty() {
-            distribution::Kind::FirstAvailable(distribution::FirstAvailable {
-                backends: vec![RouteBackend {
-                    backend: Some($default_backend.clone()),
-                    ..Default::default()
-                }],
-            })
-        } else {
-            distribution::Kind::RandomAvailable(distribution::RandomAvailable { backends })
-        };
-        Distribution { kind: Some(kind) }
-    }};
+/// An HTTP or gRPC route (`http_route` and `grpc_route` of the proxy API
+/// have one shape in two sets of types): each rule's backends with their
+/// filters (a backend that cannot be used fails with `$failure`), the
+/// default backend when a rule has none, and the rule's timeouts and retry,
+/// else the policy's.
+macro_rules! rules_route {
+    (
+        $(#[$doc:meta])*
+        fn $name:ident(&$route:ty) -> $out:ident in $m:ident {
+            filters: $each:ident($filter:path),
+            failure: |$message:ident| $failure:expr,
+            matches: $match_fn:path,
+            retry: $retry_field:ident, $retry_fn:path $(,)?
+        }
+    ) => {
+        $(#[$doc])*
+        #[allow(deprecated)] // `request_timeout` is still sent, for older proxies.
+        fn $name(
+            id: &RouteId,
+            route: &$route,
+            policy: &OutboundPolicy,
+            default_backend: &proto::Backend,
+            allow_l5d_request_headers: bool,
+        ) -> proto::$out {
+            use proto::$m::{Distribution, RouteBackend, WeightedRouteBackend, distribution};
+            let rules = route
+                .rules
+                .iter()
+                .map(|rule| {
+                    let backends: Vec<_> = rule
+                        .backends
+                        .iter()
+                        .map(|b| {
+                            let (weight, resolved) = resolve(b);
+                            let backend = match resolved {
+                                Resolved::Usable(svc) => RouteBackend {
+                                    backend: Some(usable_backend(svc, policy)),
+                                    filters: svc.filters.iter().$each($filter).collect(),
+                                    ..Default::default()
+                                },
+                                Resolved::Forward(net, addr) => RouteBackend {
+                                    backend: Some(egress_backend(net, addr)),
+                                    filters: net.filters.iter().$each($filter).collect(),
+                                    ..Default::default()
+                                },
+                                Resolved::Failing { meta, message: $message } => RouteBackend {
+                                    backend: Some(failing_backend(meta)),
+                                    filters: vec![proto::$m::Filter {
+                                        kind: Some($failure),
+                                    }],
+                                    ..Default::default()
+                                },
+                            };
+                            WeightedRouteBackend {
+                                backend: Some(backend),
+                                weight,
+                            }
+                        })
+                        .collect();
+                    let distribution = if backends.is_empty() {
+                        distribution::Kind::FirstAvailable(distribution::FirstAvailable {
+                            backends: vec![RouteBackend {
+                                backend: Some(default_backend.clone()),
+                                ..Default::default()
+                            }],
+                        })
+                    } else {
+                        distribution::Kind::RandomAvailable(distribution::RandomAvailable {
+                            backends,
+                        })
+                    };
+                    let rule_timeouts = if rule.timeouts == RouteTimeouts::default() {
+                        &policy.timeouts
+                    } else {
+                        &rule.timeouts
+                    };
+                    let retry = rule.retry.as_ref().or(policy.$retry_field.as_ref());
+                    proto::$m::Rule {
+                        matches: rule.matches.iter().map($match_fn).collect(),
+                        filters: rule.filters.iter().$each($filter).collect(),
+                        backends: Some(Distribution {
+                            kind: Some(distribution),
+                        }),
+                        request_timeout: rule_timeouts.request.and_then(duration),
+                        timeouts: Some(timeouts(rule_timeouts)),
+                        retry: retry.map($retry_fn),
+                        allow_l5d_request_headers,
+                    }
+                })
+                .collect();
+            proto::$out {
+                metadata: route_meta(id),
+                hosts: route.hostnames.iter().map(host_match).collect(),
+                rules,
+            }
+        }
+    };
 }
 
-/// A rule's own timeouts, or the Service's when the rule sets none.
-fn rule_timeouts<'a>(rule: &'a RouteTimeouts, policy: &'a OutboundPolicy) -> &'a RouteTimeouts {
-    if *rule == RouteTimeouts::default() {
-        &policy.timeouts
-    } else {
-        rule
+rules_route! {
+    /// An HTTPRoute (policy or Gateway API); a backend that cannot be used
+    /// fails with a 500.
+    fn http_route(&HttpRoute) -> HttpRoute in http_route {
+        filters: map(http_filter),
+        failure: |message| proto::http_route::filter::Kind::FailureInjector(
+            route_proto::HttpFailureInjector {
+                status: 500,
+                message,
+                ratio: None,
+            },
+        ),
+        matches: route_match,
+        retry: http_retry, http_retry,
     }
 }
 
-#[allow(deprecated)] // `request_timeout` is still sent, for older proxies.
-fn http_route(
-    id: &RouteId,
-    route: &HttpRoute,
-    policy: &OutboundPolicy,
-    default_backend: &proto::Backend,
-    allow_l5d_request_headers: bool,
-) -> proto::HttpRoute {
-    let rules = route
-        .rules
-        .iter()
-        .map(|rule| {
-            let backends = rule_distribution!(
-                http_route,
-                rule,
-                policy,
-                default_backend,
-                |filters: &[_]| filters.iter().map(http_filter).collect(),
-                |message| proto::http_route::Filter {
-                    kind: Some(proto::http_route::filter::Kind::FailureInjector(
-                        route_proto::HttpFailureInjector {
-                            status: 500,
-                            message,
-                            ratio: None,
-                        },
-                    )),
-                }
-            );
-            let timeouts_of_rule = rule_timeouts(&rule.timeouts, policy);
-            let retry = rule.retry.as_ref().or(policy.http_retry.as_ref());
-            proto::http_route::Rule {
-                matches: rule.matches.iter().map(route_match).collect(),
-                filters: rule.filters.iter().map(http_filter).collect(),
-                backends: Some(backends),
-                request_timeout: timeouts_of_rule.request.and_then(duration),
-                timeouts: Some(timeouts(timeouts_of_rule)),
-                retry: retry.map(http_retry),
-                allow_l5d_request_headers,
-            }
-        })
-        .collect();
-    proto::HttpRoute {
-        metadata: route_meta(id),
-        hosts: route.hostnames.iter().map(host_match).collect(),
-        rules,
-    }
-}
-
-#[allow(deprecated)] // `request_timeout` is still sent, for older proxies.
-fn grpc_route(
-    id: &RouteId,
-    route: &GrpcRoute,
-    policy: &OutboundPolicy,
-    default_backend: &proto::Backend,
-    allow_l5d_request_headers: bool,
-) -> proto::GrpcRoute {
-    let rules = route
-        .rules
-        .iter()
-        .map(|rule| {
-            let backends = rule_distribution!(
-                grpc_route,
-                rule,
-                policy,
-                default_backend,
-                |filters: &[_]| filters.iter().filter_map(grpc_filter).collect(),
-                |message| proto::grpc_route::Filter {
-                    kind: Some(proto::grpc_route::filter::Kind::FailureInjector(
-                        grpc_proto::GrpcFailureInjector {
-                            code: 500,
-                            message,
-                            ratio: None,
-                        },
-                    )),
-                }
-            );
-            let timeouts_of_rule = rule_timeouts(&rule.timeouts, policy);
-            let retry = rule.retry.as_ref().or(policy.grpc_retry.as_ref());
-            proto::grpc_route::Rule {
-                matches: rule.matches.iter().map(grpc_match).collect(),
-                filters: rule.filters.iter().filter_map(grpc_filter).collect(),
-                backends: Some(backends),
-                request_timeout: timeouts_of_rule.request.and_then(duration),
-                timeouts: Some(timeouts(timeouts_of_rule)),
-                retry: retry.map(grpc_retry),
-                allow_l5d_request_headers,
-            }
-        })
-        .collect();
-    proto::GrpcRoute {
-        metadata: route_meta(id),
-        hosts: route.hostnames.iter().map(host_match).collect(),
-        rules,
+rules_route! {
+    /// A GRPCRoute (filters the proxy API cannot carry are left out); a
+    /// backend that cannot be used fails with code 500, as the original's.
+    fn grpc_route(&GrpcRoute) -> GrpcRoute in grpc_route {
+        filters: filter_map(grpc_filter),
+        failure: |message| proto::grpc_route::filter::Kind::FailureInjector(
+            grpc_proto::GrpcFailureInjector {
+                code: 500,
+                message,
+                ratio: None,
+            },
+        ),
+        matches: grpc_match,
+        retry: grpc_retry, grpc_retry,
     }
 }
 
@@ -672,22 +727,11 @@ pub fn egress_fallback(original_dst: SocketAddr) -> proto::OutboundPolicy {
         })),
     };
     let opaque = proxy_protocol::Opaque {
-        routes: vec![proto::OpaqueRoute {
-            metadata: meta.clone(),
-            rules: vec![proto::opaque_route::Rule {
-                backends: Some(proto::opaque_route::Distribution {
-                    kind: Some(proto::opaque_route::distribution::Kind::FirstAvailable(
-                        proto::opaque_route::distribution::FirstAvailable {
-                            backends: vec![proto::opaque_route::RouteBackend {
-                                backend: Some(backend.clone()),
-                                filters: Vec::new(),
-                            }],
-                        },
-                    )),
-                }),
-                filters: Vec::new(),
-            }],
-        }],
+        routes: vec![catch_all_opaque_route(
+            meta.clone(),
+            Vec::new(),
+            backend.clone(),
+        )],
     };
     let http_routes = vec![proto::HttpRoute {
         metadata: meta.clone(),
@@ -710,18 +754,7 @@ pub fn egress_fallback(original_dst: SocketAddr) -> proto::OutboundPolicy {
     proto::OutboundPolicy {
         metadata: meta,
         protocol: Some(proto::ProxyProtocol {
-            kind: Some(proxy_protocol::Kind::Detect(proxy_protocol::Detect {
-                timeout: duration(DETECT_TIMEOUT),
-                opaque: Some(opaque),
-                http1: Some(proxy_protocol::Http1 {
-                    routes: http_routes.clone(),
-                    failure_accrual: None,
-                }),
-                http2: Some(proxy_protocol::Http2 {
-                    routes: http_routes,
-                    failure_accrual: None,
-                }),
-            })),
+            kind: Some(detect(opaque, http_routes, None)),
         }),
     }
 }
@@ -755,7 +788,7 @@ pub fn undefined_port(namespace: &str, name: &str, port: u16) -> proto::Outbound
 
 mod l4;
 
-mod egress;
+pub mod egress;
 pub use egress::to_egress_policy;
 
 #[cfg(test)]

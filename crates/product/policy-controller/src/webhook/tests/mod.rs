@@ -4,7 +4,7 @@ use admission::{AdmissionRequest, Validate};
 use serde_json::{Value, json};
 
 use super::PolicyValidator;
-use crate::index::ClusterInfo;
+use crate::core::ClusterInfo;
 
 const NS: &str = "ns";
 

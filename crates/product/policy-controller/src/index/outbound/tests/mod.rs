@@ -464,3 +464,4 @@ fn tls_and_tcp_routes() {
 }
 
 mod egress;
+mod sweep;

@@ -34,7 +34,7 @@ use crate::{
         },
         routes::{Filter, host_match},
     },
-    index::{
+    k8s::{
         InvalidResource,
         routes::{filter, header_match, invalid, route_match},
     },
@@ -146,20 +146,6 @@ fn attached_of_kind(
         .collect()
 }
 
-/// A route bound to its accepted Service and EgressNetwork parents.
-fn bind(
-    spec_parents: Option<&Vec<ParentRef>>,
-    status: Option<&HttpRouteStatus>,
-    ns: &str,
-    route: AnyRoute,
-) -> OutboundBinding {
-    OutboundBinding {
-        parents: attached_of_kind(spec_parents, status, ns, is_service_ref),
-        egress_parents: attached_of_kind(spec_parents, status, ns, is_egress_network_ref),
-        route,
-    }
-}
-
 fn created_at(meta: &ObjectMeta) -> Option<SystemTime> {
     meta.creation_timestamp
         .as_ref()
@@ -180,116 +166,135 @@ pub fn route_id(group: &str, kind: &str, meta: &ObjectMeta) -> RouteId {
     }
 }
 
-/// A route bound to the Services and EgressNetworks that accepted it:
-/// `convert` makes the index's route of its spec, given the route's
+/// What a binding reads of every route kind: its metadata, spec, the
+/// parents the spec names and its status (one status type for all kinds).
+pub trait RouteObject {
+    type Spec;
+    fn meta(&self) -> &ObjectMeta;
+    fn spec(&self) -> &Self::Spec;
+    fn parent_refs(&self) -> Option<&Vec<ParentRef>>;
+    fn status(&self) -> Option<&HttpRouteStatus>;
+}
+
+macro_rules! route_object {
+    ($($kind:ty => $spec:ty),* $(,)?) => {$(
+        impl RouteObject for $kind {
+            type Spec = $spec;
+            fn meta(&self) -> &ObjectMeta {
+                &self.metadata
+            }
+            fn spec(&self) -> &$spec {
+                &self.spec
+            }
+            fn parent_refs(&self) -> Option<&Vec<ParentRef>> {
+                self.spec.parent_refs.as_ref()
+            }
+            fn status(&self) -> Option<&HttpRouteStatus> {
+                self.status.as_ref()
+            }
+        }
+    )*};
+}
+
+route_object!(
+    policy::HTTPRoute => HttpRouteSpec,
+    gateway::HTTPRoute => HttpRouteSpec,
+    gateway::GRPCRoute => GrpcRouteSpec,
+    gateway::TLSRoute => gateway::TlsRouteSpec,
+    gateway::TCPRoute => gateway::TcpRouteSpec,
+);
+
+/// A route spec the outbound index serves, converted with its route's
 /// annotations, creation time and namespace.
-fn bind_route(
-    meta: &ObjectMeta,
-    parent_refs: Option<&Vec<ParentRef>>,
-    status: Option<&HttpRouteStatus>,
-    convert: impl FnOnce(&Annotations, Option<SystemTime>, &str) -> Result<AnyRoute, InvalidResource>,
+pub trait OutboundSpec {
+    fn convert(
+        &self,
+        annotations: &Annotations,
+        created_at: Option<SystemTime>,
+        ns: &str,
+        cluster_domain: &str,
+    ) -> Result<AnyRoute, InvalidResource>;
+}
+
+/// HTTPRoutes (policy and Gateway API share the spec) and GRPCRoutes: rules
+/// with matches, filters, backends, timeouts and retries.
+macro_rules! rules_spec {
+    ($($spec:ty => $convert:ident, $kind:ident;)*) => {$(
+        impl OutboundSpec for $spec {
+            fn convert(
+                &self,
+                annotations: &Annotations,
+                created_at: Option<SystemTime>,
+                ns: &str,
+                cluster_domain: &str,
+            ) -> Result<AnyRoute, InvalidResource> {
+                $convert(self, annotations, created_at, ns, cluster_domain).map(AnyRoute::$kind)
+            }
+        }
+    )*};
+}
+
+rules_spec! {
+    HttpRouteSpec => http_route, Http;
+    GrpcRouteSpec => grpc_route, Grpc;
+}
+
+impl OutboundSpec for gateway::TlsRouteSpec {
+    /// One rule, and the SNIs of its hostnames (no annotations).
+    fn convert(
+        &self,
+        _: &Annotations,
+        created_at: Option<SystemTime>,
+        ns: &str,
+        cluster_domain: &str,
+    ) -> Result<AnyRoute, InvalidResource> {
+        let mut l4 = l4_route("TLSRoute", self.rules.as_deref(), ns, cluster_domain)?;
+        l4.hostnames = self
+            .hostnames
+            .iter()
+            .flatten()
+            .map(|h| host_match(h))
+            .collect();
+        l4.created_at = created_at;
+        Ok(AnyRoute::Tls(l4))
+    }
+}
+
+impl OutboundSpec for gateway::TcpRouteSpec {
+    /// One rule (no hostnames, no annotations).
+    fn convert(
+        &self,
+        _: &Annotations,
+        created_at: Option<SystemTime>,
+        ns: &str,
+        cluster_domain: &str,
+    ) -> Result<AnyRoute, InvalidResource> {
+        let mut l4 = l4_route("TCPRoute", self.rules.as_deref(), ns, cluster_domain)?;
+        l4.created_at = created_at;
+        Ok(AnyRoute::Tcp(l4))
+    }
+}
+
+/// A route of any kind the outbound index serves, converted and bound to
+/// its accepted Service and EgressNetwork parents.
+pub fn binding<R: RouteObject<Spec: OutboundSpec>>(
+    route: &R,
+    cluster_domain: &str,
 ) -> Result<OutboundBinding, InvalidResource> {
+    let meta = route.meta();
     let ns = meta.namespace.as_deref().unwrap_or_default();
-    let route = convert(&object_annotations(meta), created_at(meta), ns)?;
-    Ok(bind(parent_refs, status, ns, route))
-}
-
-/// A policy HTTPRoute, bound to the Services that accepted it.
-pub fn policy_http_binding(
-    route: &policy::HTTPRoute,
-    cluster_domain: &str,
-) -> Result<OutboundBinding, InvalidResource> {
-    http_binding(
-        &route.metadata,
-        &route.spec,
-        route.status.as_ref(),
-        cluster_domain,
-    )
-}
-
-/// A Gateway HTTPRoute, bound to the Services that accepted it.
-pub fn gateway_http_binding(
-    route: &gateway::HTTPRoute,
-    cluster_domain: &str,
-) -> Result<OutboundBinding, InvalidResource> {
-    http_binding(
-        &route.metadata,
-        &route.spec,
-        route.status.as_ref(),
-        cluster_domain,
-    )
-}
-
-/// An HTTPRoute of either group (they share a spec), bound.
-fn http_binding(
-    meta: &ObjectMeta,
-    spec: &HttpRouteSpec,
-    status: Option<&HttpRouteStatus>,
-    cluster_domain: &str,
-) -> Result<OutboundBinding, InvalidResource> {
-    bind_route(
-        meta,
-        spec.parent_refs.as_ref(),
-        status,
-        |annotations, created, ns| {
-            http_route(spec, annotations, created, ns, cluster_domain).map(AnyRoute::Http)
-        },
-    )
-}
-
-/// A GRPCRoute, bound to the Services that accepted it.
-pub fn grpc_binding(
-    route: &gateway::GRPCRoute,
-    cluster_domain: &str,
-) -> Result<OutboundBinding, InvalidResource> {
-    let spec = &route.spec;
-    bind_route(
-        &route.metadata,
-        spec.parent_refs.as_ref(),
-        route.status.as_ref(),
-        |annotations, created, ns| {
-            grpc_route(spec, annotations, created, ns, cluster_domain).map(AnyRoute::Grpc)
-        },
-    )
-}
-
-/// A TLSRoute, bound to the Services that accepted it.
-pub fn tls_binding(
-    route: &gateway::TLSRoute,
-    cluster_domain: &str,
-) -> Result<OutboundBinding, InvalidResource> {
-    let ns = route.metadata.namespace.as_deref().unwrap_or_default();
-    let mut l4 = l4_route("TLSRoute", route.spec.rules.as_deref(), ns, cluster_domain)?;
-    l4.hostnames = route
-        .spec
-        .hostnames
-        .iter()
-        .flatten()
-        .map(|h| host_match(h))
-        .collect();
-    l4.created_at = created_at(&route.metadata);
-    Ok(bind(
-        route.spec.parent_refs.as_ref(),
-        route.status.as_ref(),
+    let converted = route.spec().convert(
+        &object_annotations(meta),
+        created_at(meta),
         ns,
-        AnyRoute::Tls(l4),
-    ))
-}
-
-/// A TCPRoute, bound to the Services that accepted it.
-pub fn tcp_binding(
-    route: &gateway::TCPRoute,
-    cluster_domain: &str,
-) -> Result<OutboundBinding, InvalidResource> {
-    let ns = route.metadata.namespace.as_deref().unwrap_or_default();
-    let mut l4 = l4_route("TCPRoute", route.spec.rules.as_deref(), ns, cluster_domain)?;
-    l4.created_at = created_at(&route.metadata);
-    Ok(bind(
-        route.spec.parent_refs.as_ref(),
-        route.status.as_ref(),
-        ns,
-        AnyRoute::Tcp(l4),
-    ))
+        cluster_domain,
+    )?;
+    let (spec_parents, status) = (route.parent_refs(), route.status());
+    Ok(OutboundBinding {
+        parents: attached_of_kind(spec_parents, status, ns, is_service_ref),
+        egress_parents: attached_of_kind(spec_parents, status, ns, is_egress_network_ref),
+        route: converted,
+    })
 }
 
 /// A TLSRoute or TCPRoute: exactly one rule (a proxy cannot select

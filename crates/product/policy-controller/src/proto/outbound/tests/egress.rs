@@ -9,6 +9,7 @@ use linkerd2_proxy_api::{
 };
 
 use super::*;
+use crate::core::egress::{EgressPolicy, TrafficPolicy};
 use crate::core::outbound::{
     L4Route, OutboundRoute, OutboundRule, RouteId, RouteTimeouts, WeightedEgressNetwork,
 };

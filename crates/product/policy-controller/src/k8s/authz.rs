@@ -1,11 +1,9 @@
 //! Authorization resources as the index uses them: ServerAuthorizations
 //! (resolved at once), AuthorizationPolicies (resolved against the
-//! authentications when a server is built), MeshTLSAuthentications and
-//! NetworkAuthentications. The spec conversions are public so that the
-//! admission webhook applies the same rules (all but "authorizes no
-//! clients", which the original leaves to its index).
-
-use std::collections::HashMap;
+//! authentications when a server is built, `crate::index::authentications`),
+//! MeshTLSAuthentications and NetworkAuthentications. The spec conversions
+//! are public so that the admission webhook applies the same rules (all but
+//! "authorizes no clients", which the original leaves to its index).
 
 use k8s_api::policy::{
     AuthorizationPolicySpec, MeshTlsAuthenticationSpec, NetworkAuthenticationSpec,
@@ -13,12 +11,12 @@ use k8s_api::policy::{
 };
 
 use super::{
-    ClusterInfo, InvalidResource,
+    InvalidResource,
     selector::{Labels, Selector},
 };
 use crate::core::{
-    ClientAuthentication, ClientAuthorization, GroupKindName, IdentityMatch, NetworkMatch,
-    check_identity,
+    ClientAuthentication, ClientAuthorization, ClusterInfo, GroupKindName, IdentityMatch,
+    NetworkMatch, check_identity,
 };
 
 const POLICY_GROUP: &str = k8s_api::policy::GROUP;
@@ -249,132 +247,11 @@ fn authentication_ref(r: &NamespacedTargetRef) -> Result<AuthenticationRef, Inva
     }
 }
 
-/// The MeshTLS and Network authentications of every namespace (they may be
-/// referenced across namespaces).
-#[derive(Debug, Default)]
-pub struct Authentications {
-    by_ns: HashMap<String, NsAuthentications>,
-}
-
-#[derive(Debug, Default)]
-struct NsAuthentications {
-    mesh_tls: HashMap<String, Vec<IdentityMatch>>,
-    network: HashMap<String, Vec<NetworkMatch>>,
-}
-
-impl Authentications {
-    /// Per namespace, its MeshTLSAuthentications and NetworkAuthentications.
-    pub fn counts(&self) -> impl Iterator<Item = (&str, usize, usize)> {
-        self.by_ns
-            .iter()
-            .map(|(ns, a)| (ns.as_str(), a.mesh_tls.len(), a.network.len()))
-    }
-
-    /// Sets (or with `None`, removes) a MeshTLSAuthentication; returns
-    /// whether anything changed.
-    pub fn set_mesh_tls(&mut self, ns: &str, name: &str, ids: Option<Vec<IdentityMatch>>) -> bool {
-        let changed = match ids {
-            Some(ids) => {
-                let entry = self.by_ns.entry(ns.to_string()).or_default();
-                entry.mesh_tls.insert(name.to_string(), ids.clone()) != Some(ids)
-            }
-            None => self
-                .by_ns
-                .get_mut(ns)
-                .is_some_and(|e| e.mesh_tls.remove(name).is_some()),
-        };
-        self.prune(ns);
-        changed
-    }
-
-    /// Sets (or with `None`, removes) a NetworkAuthentication; returns
-    /// whether anything changed.
-    pub fn set_network(&mut self, ns: &str, name: &str, nets: Option<Vec<NetworkMatch>>) -> bool {
-        let changed = match nets {
-            Some(nets) => {
-                let entry = self.by_ns.entry(ns.to_string()).or_default();
-                entry.network.insert(name.to_string(), nets.clone()) != Some(nets)
-            }
-            None => self
-                .by_ns
-                .get_mut(ns)
-                .is_some_and(|e| e.network.remove(name).is_some()),
-        };
-        self.prune(ns);
-        changed
-    }
-
-    fn prune(&mut self, ns: &str) {
-        if self
-            .by_ns
-            .get(ns)
-            .is_some_and(|e| e.mesh_tls.is_empty() && e.network.is_empty())
-        {
-            self.by_ns.remove(ns);
-        }
-    }
-
-    fn mesh_tls(&self, ns: &str, name: &str) -> Option<&Vec<IdentityMatch>> {
-        self.by_ns.get(ns)?.mesh_tls.get(name)
-    }
-
-    fn network(&self, ns: &str, name: &str) -> Option<&Vec<NetworkMatch>> {
-        self.by_ns.get(ns)?.network.get(name)
-    }
-
-    /// Resolves a policy of namespace `ns` into the clients it authorizes.
-    /// A missing referent, or more than one identity source (MeshTLS or
-    /// ServiceAccount) or network source, is an error: the policy is
-    /// ignored until something changes.
-    pub fn resolve(
-        &self,
-        policy: &PolicySpec,
-        ns: &str,
-        cluster: &ClusterInfo,
-    ) -> Result<ClientAuthorization, InvalidResource> {
-        let mut identities: Option<Vec<IdentityMatch>> = None;
-        let mut networks: Option<Vec<NetworkMatch>> = None;
-        for authn in &policy.authentications {
-            match authn {
-                AuthenticationRef::MeshTls { namespace, name } => {
-                    let ref_ns = namespace.as_deref().unwrap_or(ns);
-                    let ids = self.mesh_tls(ref_ns, name).ok_or_else(|| {
-                        InvalidResource::MissingAuthentication {
-                            kind: "MeshTLSAuthentication",
-                            namespace: ref_ns.to_string(),
-                            name: name.clone(),
-                        }
-                    })?;
-                    set_once(&mut identities, ids.clone(), "identity")?;
-                }
-                AuthenticationRef::ServiceAccount { namespace, name } => {
-                    let ref_ns = namespace.as_deref().unwrap_or(ns);
-                    let id = cluster.service_account_identity(name, ref_ns);
-                    set_once(&mut identities, vec![id], "identity")?;
-                }
-                AuthenticationRef::Network { namespace, name } => {
-                    let ref_ns = namespace.as_deref().unwrap_or(ns);
-                    let nets = self.network(ref_ns, name).ok_or_else(|| {
-                        InvalidResource::MissingAuthentication {
-                            kind: "NetworkAuthentication",
-                            namespace: ref_ns.to_string(),
-                            name: name.clone(),
-                        }
-                    })?;
-                    set_once(&mut networks, nets.clone(), "network")?;
-                }
-            }
-        }
-        Ok(ClientAuthorization {
-            networks: networks.unwrap_or_else(NetworkMatch::all),
-            authentication: identities
-                .map(ClientAuthentication::TlsAuthenticated)
-                .unwrap_or(ClientAuthentication::Unauthenticated),
-        })
-    }
-}
-
-fn set_once<T>(slot: &mut Option<T>, value: T, what: &'static str) -> Result<(), InvalidResource> {
+pub(crate) fn set_once<T>(
+    slot: &mut Option<T>,
+    value: T,
+    what: &'static str,
+) -> Result<(), InvalidResource> {
     if slot.is_some() {
         return Err(InvalidResource::MultipleAuthentications(what));
     }

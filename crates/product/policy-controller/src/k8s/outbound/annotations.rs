@@ -17,42 +17,6 @@ use crate::core::outbound::{
 /// Object annotations.
 pub type Annotations = BTreeMap<String, String>;
 
-/// What the annotations of a Service or an EgressNetwork set for the
-/// policy of its traffic: failure accrual, whether `Retry-After` is
-/// honoured, HTTP and gRPC retries, and timeouts. A bad annotation is
-/// reported to `warn` (what, error) and ignored, as the original does.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct OutboundSettings {
-    pub accrual: Option<FailureAccrual>,
-    pub honor_retry_after: bool,
-    pub http_retry: Option<RouteRetry<HttpRetryCondition>>,
-    pub grpc_retry: Option<RouteRetry<GrpcRetryCondition>>,
-    pub timeouts: RouteTimeouts,
-}
-
-impl OutboundSettings {
-    /// Reads the settings of `annotations`, each bad one reported to `warn`.
-    pub fn read(annotations: &Annotations, warn: impl Fn(&str, &dyn std::fmt::Display)) -> Self {
-        Self {
-            accrual: failure_accrual(annotations)
-                .map_err(|e| warn("failure accrual", &e))
-                .unwrap_or_default(),
-            honor_retry_after: flag(annotations, labels::FAILURE_ACCRUAL_HONOR_RETRY_AFTER)
-                .map_err(|e| warn("honor-retry-after", &e))
-                .unwrap_or_default(),
-            http_retry: http_retry(annotations)
-                .map_err(|e| warn("HTTP retry", &e))
-                .unwrap_or_default(),
-            grpc_retry: grpc_retry(annotations)
-                .map_err(|e| warn("gRPC retry", &e))
-                .unwrap_or_default(),
-            timeouts: timeouts(annotations)
-                .map_err(|e| warn("timeouts", &e))
-                .unwrap_or_default(),
-        }
-    }
-}
-
 /// Why an annotation was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum InvalidAnnotation {
@@ -360,6 +324,43 @@ pub fn load_biaser(annotations: &Annotations) -> Result<Option<LoadBiaser>, Inva
         penalty,
         max_retry_after,
     }))
+}
+
+/// The settings annotations give the policy of a Service or an
+/// EgressNetwork: failure accrual, honoring `Retry-After`, the HTTP and gRPC
+/// retries and the timeouts.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct OutboundSettings {
+    pub accrual: Option<FailureAccrual>,
+    /// `balancer.alpha.linkerd.io/failure-accrual-honor-retry-after`.
+    pub honor_retry_after: bool,
+    pub http_retry: Option<RouteRetry<HttpRetryCondition>>,
+    pub grpc_retry: Option<RouteRetry<GrpcRetryCondition>>,
+    pub timeouts: RouteTimeouts,
+}
+
+impl OutboundSettings {
+    /// Reads the settings; a bad annotation is passed to `warn` (what it
+    /// sets, the error) and ignored, as the original does.
+    pub fn parse(annotations: &Annotations, warn: impl Fn(&str, &dyn std::fmt::Display)) -> Self {
+        Self {
+            accrual: failure_accrual(annotations)
+                .map_err(|e| warn("failure accrual", &e))
+                .unwrap_or_default(),
+            honor_retry_after: flag(annotations, labels::FAILURE_ACCRUAL_HONOR_RETRY_AFTER)
+                .map_err(|e| warn("honor-retry-after", &e))
+                .unwrap_or_default(),
+            http_retry: http_retry(annotations)
+                .map_err(|e| warn("HTTP retry", &e))
+                .unwrap_or_default(),
+            grpc_retry: grpc_retry(annotations)
+                .map_err(|e| warn("gRPC retry", &e))
+                .unwrap_or_default(),
+            timeouts: timeouts(annotations)
+                .map_err(|e| warn("timeouts", &e))
+                .unwrap_or_default(),
+        }
+    }
 }
 
 #[cfg(test)]

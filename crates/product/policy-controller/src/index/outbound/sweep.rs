@@ -59,6 +59,3 @@ pub fn sweep_shared(index: &k8s_index::SharedIndex<OutboundIndex>) -> usize {
     }
     index.write().sweep_unwatched()
 }
-
-#[cfg(test)]
-mod tests;

@@ -7,7 +7,7 @@ use k8s_index::Index as _;
 use serde_json::json;
 
 use super::*;
-use crate::index::outbound::{OutboundCluster, ServiceTarget};
+use crate::index::outbound::{OutboundCluster, ServiceTarget, sweep::sweep_shared};
 
 const NS: &str = "ns";
 

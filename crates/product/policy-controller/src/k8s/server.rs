@@ -7,10 +7,10 @@ use k8s_api::policy::{ProxyProtocol as ServerProtocol, Server};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::{
-    ClusterInfo, InvalidResource,
+    InvalidResource,
     selector::{Labels, Selector},
 };
-use crate::core::{DefaultPolicy, ProxyProtocol, WorkloadKind};
+use crate::core::{ClusterInfo, DefaultPolicy, ProxyProtocol, WorkloadKind};
 
 /// The parts of a Server that matter to policy.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -3,6 +3,7 @@
 //! AuthorizationPolicies, coexist with a policy HTTPRoute of the same name,
 //! and leave when deleted.
 
+use k8s_api::gateway;
 use k8s_api::policy::{AuthorizationPolicy, HTTPRoute, Server, http_route::POLICY_CONTROLLER_NAME};
 use std::sync::Arc;
 

@@ -466,3 +466,5 @@ fn tls_and_tcp_routes_choose_their_protocols() {
         Some([proto::opaque_route::Filter { kind: Some(proto::opaque_route::filter::Kind::Invalid(i)) }]) if i.message == "bad"
     ));
 }
+
+mod egress;

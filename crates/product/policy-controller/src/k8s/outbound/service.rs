@@ -27,7 +27,7 @@ pub struct ServiceInfo {
     pub app_protocols: BTreeMap<NonZeroU16, AppProtocol>,
     /// `balancer.alpha.linkerd.io/penalize-failures` and its settings.
     pub load_biaser: Option<LoadBiaser>,
-    /// Failure accrual, retries and timeouts, as for EgressNetworks.
+    /// Failure accrual, timeouts and retries.
     pub settings: OutboundSettings,
 }
 
@@ -90,7 +90,7 @@ impl ServiceInfo {
             load_biaser: annotations::load_biaser(&annotations)
                 .map_err(|e| warn("load biaser", &e))
                 .unwrap_or_default(),
-            settings: OutboundSettings::read(&annotations, warn),
+            settings: OutboundSettings::parse(&annotations, warn),
         }
     }
 }

@@ -33,7 +33,7 @@ impl WorkloadInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index::workload::{OPAQUE_PORTS_ANNOTATION, REQUIRE_IDENTITY_ANNOTATION};
+    use crate::k8s::workload::{OPAQUE_PORTS_ANNOTATION, REQUIRE_IDENTITY_ANNOTATION};
 
     #[test]
     fn reads_named_tcp_ports_labels_and_annotations() {
@@ -45,7 +45,7 @@ mod tests {
                 "annotations": {
                     OPAQUE_PORTS_ANNOTATION: "3306",
                     REQUIRE_IDENTITY_ANNOTATION: "8443",
-                    crate::index::workload::DEFAULT_POLICY_ANNOTATION: "deny"
+                    crate::k8s::workload::DEFAULT_POLICY_ANNOTATION: "deny"
                 }
             },
             "spec": {

@@ -2,92 +2,22 @@
 //! `policy.linkerd.io` Server parent attach to it once our controller
 //! accepted them, exactly as the policy HTTPRoute does, and
 //! AuthorizationPolicies targeting them (group `gateway.networking.k8s.io`)
-//! become the route's authorizations. [`grpc_route`] is public so that the
-//! status writer can say why the index ignores a route.
+//! become the route's authorizations ([`crate::k8s::grpc_route`] reads the
+//! GRPCRoutes).
 
-use std::{collections::BTreeMap, collections::BTreeSet, time::SystemTime};
+use std::collections::BTreeMap;
 
-use k8s_api::gateway::{self, GrpcRouteSpec};
+use k8s_api::gateway;
 
-use super::{
-    Authentications, ClusterInfo, Index, Indexed, InvalidResource, PolicyNs, PolicyTarget,
-    RouteBinding, Touched,
-    outbound::routes::{grpc_filter, grpc_match},
-    routes::{accepted_servers, created_at, server_parents},
-    warn_invalid,
+use super::{Authentications, ClusterInfo, Index, Indexed, PolicyNs, Touched, warn_invalid};
+use crate::{
+    core::{Authorizations, GroupKindName, RouteRef, grpc_routes::GrpcRoute},
+    k8s::{
+        authz::PolicyTarget,
+        grpc_route::{GATEWAY_GROUP, GrpcRouteBinding},
+        routes::RouteBinding,
+    },
 };
-use crate::core::{
-    Authorizations, GroupKindName, RouteRef,
-    grpc_routes::{GrpcRoute, GrpcRouteRule},
-    routes::host_match,
-};
-
-/// The API group of the Gateway API kinds.
-pub const GATEWAY_GROUP: &str = gateway::GROUP;
-
-/// A GRPCRoute with the Servers it names and those that accepted it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct GrpcRouteBinding {
-    pub parents: BTreeSet<String>,
-    pub accepted: BTreeSet<String>,
-    pub route: GrpcRoute,
-}
-
-impl GrpcRouteBinding {
-    /// Converts a GRPCRoute in namespace `ns`.
-    pub fn from_resource(route: &gateway::GRPCRoute, ns: &str) -> Result<Self, InvalidResource> {
-        Ok(Self {
-            parents: server_parents(route.spec.parent_refs.iter().flatten(), ns)?,
-            accepted: accepted_servers(route.status.as_ref()),
-            route: grpc_route(&route.spec, created_at(&route.metadata))?,
-        })
-    }
-
-    fn attached_to(&self, name: &str) -> bool {
-        self.parents.contains(name) && self.accepted.contains(name)
-    }
-}
-
-/// Converts a GRPCRoute spec for the inbound side: method and header
-/// matches (no `RegularExpression` method match) and header-modifier
-/// filters; anything else makes the whole route invalid.
-pub fn grpc_route(
-    spec: &GrpcRouteSpec,
-    created_at: Option<SystemTime>,
-) -> Result<GrpcRoute, InvalidResource> {
-    let rules = spec
-        .rules
-        .iter()
-        .flatten()
-        .map(|rule| {
-            Ok(GrpcRouteRule {
-                matches: rule
-                    .matches
-                    .iter()
-                    .flatten()
-                    .map(grpc_match)
-                    .collect::<Result<_, _>>()?,
-                filters: rule
-                    .filters
-                    .iter()
-                    .flatten()
-                    .map(grpc_filter)
-                    .collect::<Result<_, _>>()?,
-            })
-        })
-        .collect::<Result<_, InvalidResource>>()?;
-    Ok(GrpcRoute {
-        hostnames: spec
-            .hostnames
-            .iter()
-            .flatten()
-            .map(|h| host_match(h))
-            .collect(),
-        rules,
-        authorizations: Authorizations::new(),
-        created_at,
-    })
-}
 
 // === impl PolicyNs ===
 
@@ -167,6 +97,3 @@ impl Indexed for gateway::GRPCRoute {
         index.set_policy(ns, name, None::<GrpcRouteBinding>, |p| &mut p.grpc_routes)
     }
 }
-
-#[cfg(test)]
-mod tests;

@@ -13,14 +13,14 @@ use k8s_index::partial::{Kept, read_keys};
 use k8s_openapi::{api::core::v1::Pod, apimachinery::pkg::util::intstr::IntOrString};
 use serde::{Deserialize, Deserializer};
 
-use super::{
-    CONTROL_PLANE_NS_LABEL,
-    workload::{
-        DEFAULT_POLICY_ANNOTATION, OPAQUE_PORTS_ANNOTATION, REQUIRE_IDENTITY_ANNOTATION, Settings,
-        WorkloadInfo, is_tcp,
-    },
+use super::workload::{
+    DEFAULT_POLICY_ANNOTATION, OPAQUE_PORTS_ANNOTATION, REQUIRE_IDENTITY_ANNOTATION, Settings,
+    WorkloadInfo, is_tcp,
 };
 use crate::core::{PortSet, WorkloadKind};
+
+/// The label of meshed pods (the only pods indexed).
+pub const CONTROL_PLANE_NS_LABEL: &str = k8s_index::resources::CONTROL_PLANE_NS_LABEL;
 
 k8s_index::partial_object! {
     /// A pod as the policy controller watches it: `metadata` reduced to name,
@@ -211,7 +211,7 @@ fn probe_paths(c: &ContainerJson) -> impl Iterator<Item = (NonZeroU16, String)> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index::workload::{
+    use crate::k8s::workload::{
         DEFAULT_POLICY_ANNOTATION, OPAQUE_PORTS_ANNOTATION, REQUIRE_IDENTITY_ANNOTATION,
     };
 

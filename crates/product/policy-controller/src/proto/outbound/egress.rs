@@ -16,8 +16,8 @@ use linkerd2_proxy_api::{
 };
 
 use super::{
-    DETECT_TIMEOUT, default_meta, duration, egress_fallback, egress_meta, failure_accrual,
-    forward_backend, grpc_retry, grpc_route, http_retry, http_route, l4, timeouts,
+    catch_all_grpc_route, catch_all_http_route, catch_all_opaque_route, default_meta, detect,
+    egress_fallback, egress_meta, failure_accrual, forward_backend, grpc_route, http_route, l4,
 };
 use crate::core::{
     egress::{EgressPolicy, TrafficPolicy},
@@ -54,21 +54,11 @@ pub fn to_egress_policy(
         routes.push(http_egress_route(traffic_policy, policy, &default_backend));
         routes
     };
-    let detect = |routes: Vec<proto::HttpRoute>| {
-        proxy_protocol::Kind::Detect(proxy_protocol::Detect {
-            timeout: duration(DETECT_TIMEOUT),
-            opaque: Some(proxy_protocol::Opaque {
-                routes: vec![opaque_egress_route(traffic_policy, &default_backend)],
-            }),
-            http1: Some(proxy_protocol::Http1 {
-                routes: routes.clone(),
-                failure_accrual: accrual,
-            }),
-            http2: Some(proxy_protocol::Http2 {
-                routes,
-                failure_accrual: accrual,
-            }),
-        })
+    let detect_http = |routes: Vec<proto::HttpRoute>| {
+        let opaque = proxy_protocol::Opaque {
+            routes: vec![opaque_egress_route(traffic_policy, &default_backend)],
+        };
+        detect(opaque, routes, accrual)
     };
     let kind = if !policy.grpc_routes.is_empty() {
         let mut routes: Vec<_> = ordered(&policy.grpc_routes)
@@ -81,7 +71,7 @@ pub fn to_egress_policy(
             failure_accrual: accrual,
         })
     } else if !policy.http_routes.is_empty() {
-        detect(http_routes())
+        detect_http(http_routes())
     } else if !policy.tls_routes.is_empty() {
         let mut routes: Vec<_> = ordered(&policy.tls_routes)
             .into_iter()
@@ -92,7 +82,7 @@ pub fn to_egress_policy(
     } else if !policy.tcp_routes.is_empty() {
         l4::tcp(policy, &default_backend)
     } else {
-        detect(http_routes())
+        detect_http(http_routes())
     };
     proto::OutboundPolicy {
         metadata: Some(meta),
@@ -111,7 +101,6 @@ fn route_name(
     default_meta(&format!("{protocol}-egress-{verdict}"))
 }
 
-#[allow(deprecated)] // `request_timeout` is still sent, for older proxies.
 fn http_egress_route(
     traffic_policy: TrafficPolicy,
     policy: &OutboundPolicy,
@@ -129,36 +118,9 @@ fn http_egress_route(
             )),
         }],
     };
-    proto::HttpRoute {
-        metadata: route_name("http", traffic_policy),
-        hosts: Vec::new(),
-        rules: vec![proto::http_route::Rule {
-            matches: vec![route_proto::HttpRouteMatch {
-                path: Some(route_proto::PathMatch {
-                    kind: Some(route_proto::path_match::Kind::Prefix("/".to_string())),
-                }),
-                ..Default::default()
-            }],
-            filters,
-            backends: Some(proto::http_route::Distribution {
-                kind: Some(proto::http_route::distribution::Kind::FirstAvailable(
-                    proto::http_route::distribution::FirstAvailable {
-                        backends: vec![proto::http_route::RouteBackend {
-                            backend: Some(backend.clone()),
-                            ..Default::default()
-                        }],
-                    },
-                )),
-            }),
-            request_timeout: policy.timeouts.request.and_then(duration),
-            timeouts: Some(timeouts(&policy.timeouts)),
-            retry: policy.http_retry.as_ref().map(http_retry),
-            allow_l5d_request_headers: false,
-        }],
-    }
+    catch_all_http_route(route_name("http", traffic_policy), filters, policy, backend)
 }
 
-#[allow(deprecated)] // `request_timeout` is still sent, for older proxies.
 fn grpc_egress_route(
     traffic_policy: TrafficPolicy,
     policy: &OutboundPolicy,
@@ -176,28 +138,7 @@ fn grpc_egress_route(
             )),
         }],
     };
-    proto::GrpcRoute {
-        metadata: route_name("grpc", traffic_policy),
-        hosts: Vec::new(),
-        rules: vec![proto::grpc_route::Rule {
-            matches: Vec::new(),
-            filters,
-            backends: Some(proto::grpc_route::Distribution {
-                kind: Some(proto::grpc_route::distribution::Kind::FirstAvailable(
-                    proto::grpc_route::distribution::FirstAvailable {
-                        backends: vec![proto::grpc_route::RouteBackend {
-                            backend: Some(backend.clone()),
-                            ..Default::default()
-                        }],
-                    },
-                )),
-            }),
-            request_timeout: policy.timeouts.request.and_then(duration),
-            timeouts: Some(timeouts(&policy.timeouts)),
-            retry: policy.grpc_retry.as_ref().map(grpc_retry),
-            allow_l5d_request_headers: false,
-        }],
-    }
+    catch_all_grpc_route(route_name("grpc", traffic_policy), filters, policy, backend)
 }
 
 fn opaque_egress_route(
@@ -212,22 +153,7 @@ fn opaque_egress_route(
             )),
         }],
     };
-    proto::OpaqueRoute {
-        metadata: route_name("tcp", traffic_policy),
-        rules: vec![proto::opaque_route::Rule {
-            backends: Some(proto::opaque_route::Distribution {
-                kind: Some(proto::opaque_route::distribution::Kind::FirstAvailable(
-                    proto::opaque_route::distribution::FirstAvailable {
-                        backends: vec![proto::opaque_route::RouteBackend {
-                            backend: Some(backend.clone()),
-                            filters: Vec::new(),
-                        }],
-                    },
-                )),
-            }),
-            filters,
-        }],
-    }
+    catch_all_opaque_route(route_name("tcp", traffic_policy), filters, backend.clone())
 }
 
 fn tls_egress_route(traffic_policy: TrafficPolicy, backend: &proto::Backend) -> proto::TlsRoute {
@@ -257,6 +183,3 @@ fn tls_egress_route(traffic_policy: TrafficPolicy, backend: &proto::Backend) -> 
         }],
     }
 }
-
-#[cfg(test)]
-mod tests;

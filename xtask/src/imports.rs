@@ -38,6 +38,7 @@ pub const FLOORS: &[(&str, &[&str])] = &[
             "proto",
             "index",
             "multicluster",
+            "metrics",
             "grpc",
         ],
     ),

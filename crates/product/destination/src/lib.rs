@@ -40,16 +40,16 @@
 //! - [`index`]: `ClusterState` plus the `Get` and `GetProfile` publishers;
 //! - [`multicluster`]: one index per linked cluster, following the
 //!   clusters' kubeconfig Secrets;
+//! - [`metrics`]: Prometheus metrics (index series read at scrape time);
 //! - [`grpc`]: the thin gRPC layer (requests in, shared frames out);
 //! - [`policy_link`]: the link to the policy controller (Server-derived
 //!   opaque ports), emitting typed updates;
 //! - [`external_workloads`]: the leader-elected EndpointSlice writer for
 //!   Services selecting ExternalWorkloads (reads Kubernetes objects, writes
 //!   slices; the index reads those like any other slice);
-//! - [`metrics`]: Prometheus metrics (index series read at scrape time);
 //! - [`admin`]: introspection on a localhost listener (open streams, targets'
 //!   shared state, the consistency audit);
-//!   [`runtime`]: flags → watches, servers and shutdown.
+//! - [`runtime`]: flags → watches, servers and shutdown.
 
 pub mod admin;
 pub mod config;

@@ -14,7 +14,7 @@ pub fn meridian_cli() -> PathBuf {
 
 fn build() -> PathBuf {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../..");
     let output = Command::new(&cargo)
         .args(["build", "-p", "meridian-cli", "--bin", "meridian-cli"])
         .arg("--message-format=json")

@@ -18,7 +18,7 @@ use test_support::{LocalCa, TestEnv, eventually};
 const WEBHOOK: &str = "linkerd-sp-validator.linkerd.io";
 
 fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../..")
 }
 
 fn free_addr() -> SocketAddr {

@@ -115,17 +115,23 @@ impl DestinationService {
             let wake = grouped.is_unknown_node().then(|| locked.node_epoch());
             (grouped, rx, wake)
         };
-        let current = Arc::new(parking_lot::Mutex::new(grouped));
-        let rekey = wake.map(|wake| Rekey {
-            wake,
-            check: rekey_check(
-                index.clone(),
-                service.clone(),
-                port,
-                key.clone(),
-                current.clone(),
-            ),
-        });
+        // The group a stream of a known node follows never changes; an
+        // unknown-node stream's is shared with its rekey check, which moves
+        // it (and only such a stream pays for the sharing).
+        let (rekey, moving) = match wake {
+            Some(wake) => {
+                let current = Arc::new(parking_lot::Mutex::new(grouped.clone()));
+                let check = rekey_check(
+                    index.clone(),
+                    service.clone(),
+                    port,
+                    key.clone(),
+                    current.clone(),
+                );
+                (Some(Rekey { wake, check }), Some(current))
+            }
+            None => (None, None),
+        };
         let followed = match cluster {
             None => Followed::Group {
                 service: service.clone(),
@@ -153,7 +159,10 @@ impl DestinationService {
         let metrics = self.metrics.clone();
         let release = move || {
             drop(registered);
-            let key = current.lock().clone();
+            let key = match &moving {
+                Some(current) => current.lock().clone(),
+                None => grouped,
+            };
             index.write().release(&service, port, &key);
             metrics.stream_closed();
         };

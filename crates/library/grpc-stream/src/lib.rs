@@ -127,6 +127,21 @@ where
     F: FnOnce(M) -> O,
     O: Future<Output = Result<FrameStream, Status>>,
 {
+    serve_streaming_in(request, None, open).await
+}
+
+/// [`serve_streaming`] holding `slot` of the process's [`cap::StreamCap`]
+/// until the response body is dropped (or at once, if the call fails).
+pub async fn serve_streaming_in<M, F, O>(
+    request: http::Request<tonic::body::Body>,
+    slot: Option<cap::StreamSlot>,
+    open: F,
+) -> http::Response<tonic::body::Body>
+where
+    M: Message + Default,
+    F: FnOnce(M) -> O,
+    O: Future<Output = Result<FrameStream, Status>>,
+{
     use http_body_util::BodyExt;
     let limited = http_body_util::Limited::new(request.into_body(), MAX_REQUEST_BYTES);
     let body = match limited.collect().await {
@@ -142,8 +157,11 @@ where
     };
     match opened {
         Ok(stream) => {
-            let mut response =
-                http::Response::new(tonic::body::Body::new(FramedStream::new(stream)));
+            let body = FramedStream {
+                _slot: slot,
+                ..FramedStream::new(stream)
+            };
+            let mut response = http::Response::new(tonic::body::Body::new(body));
             *response.headers_mut() = response_headers();
             response
         }
@@ -191,26 +209,31 @@ pub async fn after_streams_end(requested: impl Future<Output = ()>, grace: Durat
 /// [`encode_frame`]), then ends with `grpc-status` trailers (OK when the
 /// stream ends, the error otherwise).
 pub struct FramedStream<S> {
-    stream: Pin<Box<S>>,
+    /// Held as it is (a [`FrameStream`] is boxed already: no second box).
+    stream: S,
     done: bool,
     /// Counted in [`open_streams`] until the body is dropped (hyper drops it
     /// once the trailers are handed to HTTP/2).
     _open: OpenStream,
+    /// The stream's slot of the process's cap, if it took one: given back
+    /// when the body is dropped.
+    _slot: Option<cap::StreamSlot>,
 }
 
 impl<S> FramedStream<S> {
     pub fn new(stream: S) -> Self {
         Self {
-            stream: Box::pin(stream),
+            stream,
             done: false,
             _open: OpenStream::new(),
+            _slot: None,
         }
     }
 }
 
 impl<S> http_body::Body for FramedStream<S>
 where
-    S: Stream<Item = Result<Bytes, Status>>,
+    S: Stream<Item = Result<Bytes, Status>> + Unpin,
 {
     type Data = Bytes;
     type Error = Status;
@@ -222,7 +245,7 @@ where
         if self.done {
             return Poll::Ready(None);
         }
-        match self.stream.as_mut().poll_next(cx) {
+        match Pin::new(&mut self.stream).poll_next(cx) {
             Poll::Pending => Poll::Pending,
             Poll::Ready(Some(Ok(frame))) => Poll::Ready(Some(Ok(Frame::data(frame)))),
             Poll::Ready(Some(Err(status))) => {

@@ -9,9 +9,7 @@ use std::{convert::Infallible, future::Future, net::SocketAddr, pin::Pin, sync::
 
 use tonic::{Status, server::NamedService};
 
-use futures::StreamExt;
-
-use crate::{FrameStream, cap::StreamCap, serve_streaming};
+use crate::{FrameStream, cap::StreamCap, serve_streaming_in};
 
 /// A service's server-streaming methods answered with frames.
 pub trait FramedMethods: Send + Sync + 'static {
@@ -112,18 +110,9 @@ where
             .get::<tonic::transport::server::TcpConnectInfo>()
             .and_then(|info| info.remote_addr());
         Box::pin(async move {
-            let open = |message: S::Request| async move {
-                let frames = server.open(&path, message, peer).await?;
-                // The slot is given back when the response body is dropped.
-                let frames: FrameStream = match slot {
-                    Some(slot) => Box::pin(frames.inspect(move |_| {
-                        let _ = &slot;
-                    })),
-                    None => frames,
-                };
-                Ok(frames)
-            };
-            Ok(serve_streaming(request, open).await)
+            let open = |message: S::Request| server.open(&path, message, peer);
+            // The slot is given back when the response body is dropped.
+            Ok(serve_streaming_in(request, slot, open).await)
         })
     }
 }

@@ -183,6 +183,15 @@ async fn a_real_review_is_answered_beside_a_flood_of_slow_bodies() {
         serde_json::json!({"uid": "u-1", "allowed": true})
     );
     assert!(settled.is_ok(), "the flood settled into slots and sheds");
+    // The reader shed for the review records its outcome on its own task,
+    // which may run after the review's answer is out: wait for it (or for
+    // the guard, and fail below).
+    let _ = tokio::time::timeout(HANG_GUARD, async {
+        while webhook.metrics.count(Outcome::Shed) <= (FLOOD - READING) as u64 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
     let shed = webhook.metrics.count(Outcome::Shed);
     assert!(
         shed > (FLOOD - READING) as u64,

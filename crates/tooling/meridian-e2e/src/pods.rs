@@ -3,7 +3,7 @@
 
 use std::{collections::BTreeSet, net::IpAddr};
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::{core::v1::Pod, discovery::v1::EndpointSlice};
 use kube::{Api, api::ListParams};
 
 use crate::{Cluster, dns::eventually};
@@ -59,6 +59,37 @@ impl Cluster {
                 Err(format!("{:?}", pod.status.and_then(|s| s.phase)))
             }
         })
+        .await
+    }
+
+    /// Waits until the EndpointSlices of Service `ns/service` list `n`
+    /// ready endpoints: the endpoint-slice controller follows pod readiness
+    /// a moment later, and what reads slices (Meridian, `explain`) sees
+    /// them, not the pods.
+    pub async fn wait_slices_ready(&self, ns: &str, service: &str, n: usize) {
+        let slices: Api<EndpointSlice> = Api::namespaced(self.client.clone(), ns);
+        let selector = format!("kubernetes.io/service-name={service}");
+        eventually(
+            &format!("{n} ready endpoints in the slices of {ns}/{service}"),
+            || async {
+                let ready = slices
+                    .list(&ListParams::default().labels(&selector))
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .items
+                    .iter()
+                    .flat_map(|slice| slice.endpoints.iter().flatten())
+                    .filter(|endpoint| {
+                        endpoint.conditions.as_ref().and_then(|c| c.ready) == Some(true)
+                    })
+                    .count();
+                if ready == n {
+                    Ok(())
+                } else {
+                    Err(format!("{ready} ready"))
+                }
+            },
+        )
         .await
     }
 }

@@ -463,6 +463,7 @@ async fn explain_reaches_the_pod_through_port_forwards() {
     cluster.wait_deployment_ready(&ns.name, "web").await;
     cluster.wait_deployment_ready(&ns.name, "client").await;
     wait_ready_count(&cluster, &ns.name, "web", 1).await;
+    cluster.wait_slices_ready(&ns.name, "web", 1).await;
     let client = cluster.pod_names(&ns.name, "client").await.remove(0);
 
     let cli = std::env::var_os("MERIDIAN_E2E_CLI")

@@ -23,8 +23,10 @@
 //!    no request; at most [`MAX_SLOTLESS_WAITERS`] lookups wait so at
 //!    once), then is refused ([`Confirmation::Busy`]): its caller answers
 //!    `UNAVAILABLE` (a proxy retries it) rather than queue or answer from
-//!    an index that may lag. Identical lookups waiting for a slot share its
-//!    request.
+//!    an index that may lag. Misses waiting for a slot at once share its
+//!    request when one request answers them all ([`batch`]): identical
+//!    ones, and names of one namespace (asked with one list of the
+//!    namespace's metadata), so a flood of names costs a request per slot.
 //! 3. **Then from the index.** The object does not exist: the miss stands
 //!    ([`Confirmation::Absent`]). It does: the lookup waits until its index
 //!    shows it, woken only by events for the objects the API server named
@@ -38,8 +40,10 @@
 //!
 //! Only misses pay: a lookup the index answers never reaches the API
 //! server. Each outcome is counted in `index_miss_checks_total{kind,result}`
-//! (`kind` is the caller's constant, never request text).
+//! and each request in `index_miss_requests_total{kind}` (`kind` is the
+//! caller's constant, never request text).
 
+pub mod batch;
 pub mod budget;
 pub mod names;
 mod waiters;
@@ -60,6 +64,7 @@ use serde::de::DeserializeOwned;
 use tokio::{sync::watch, time::Instant};
 
 use crate::{IndexMetrics, ObjectKey, ServiceCidrs};
+use batch::{BatchKey, Names, Request};
 use budget::Budget;
 
 /// Requests a second that misses of one kind may cause, per process: with
@@ -145,6 +150,11 @@ impl Confirmation {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabel {
+    kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CheckLabels {
     kind: &'static str,
     result: &'static str,
@@ -154,8 +164,18 @@ struct CheckLabels {
 /// absent), or why it could not be made.
 type Answer = Result<Vec<ObjectKey>, String>;
 
-/// A request waiting for its slot, that identical misses join.
+/// A request's answer, shared by the misses that joined it.
 type Pending = watch::Receiver<Option<Answer>>;
+
+/// A request holding a slot, not sent yet: misses of its batch join it.
+struct Waiting {
+    answer: Pending,
+    /// The names it asks for so far (its batch's misses add theirs).
+    names: Names,
+}
+
+/// The requests of every kind waiting to be sent, by batch.
+type WaitingRequests = Mutex<HashMap<(&'static str, BatchKey), Waiting>>;
 
 /// Confirms index misses with the API server (see the module doc). Cheap to
 /// clone; clones share the budgets, the pending requests and the metrics.
@@ -167,10 +187,11 @@ pub struct MissConfirmer {
     /// One request budget per kind, created at its first miss (the kinds
     /// are the callers' constants, a handful per process).
     budgets: Arc<Mutex<HashMap<&'static str, Budget>>>,
-    /// Requests holding a slot but not yet sent, by kind and query: a miss
-    /// asking the same joins instead of taking another slot. At most the
-    /// budget's reservations (`rate × max wait + burst`) per kind.
-    pending: Arc<Mutex<HashMap<(&'static str, Query), Pending>>>,
+    /// Requests holding a slot but not yet sent, by kind and batch: a miss
+    /// of the same batch joins instead of taking another slot. At most the
+    /// budget's reservations (`rate × max wait + burst`) per kind, each
+    /// with at most [`batch::MAX_BATCH_NAMES`] names.
+    pending: Arc<WaitingRequests>,
     /// The bound of one check's wait for its index, API call included.
     wait: Duration,
     /// Lookups waiting for their index without a request slot
@@ -180,6 +201,7 @@ pub struct MissConfirmer {
     /// ClusterIP ([`Self::settled_not_cluster_ip`]). Unknown until given.
     service_cidrs: ServiceCidrs,
     checks: Family<CheckLabels, Counter>,
+    requests: Family<KindLabel, Counter>,
 }
 
 impl MissConfirmer {
@@ -193,6 +215,12 @@ impl MissConfirmer {
             "Lookups that missed the index, by kind and result: settled (by a fact, no request), absent, caught_up, lagging, unconfirmed (the API server could not be asked), busy (the kind's request budget was spent: answered UNAVAILABLE)",
             checks.clone(),
         );
+        let requests = Family::<KindLabel, Counter>::default();
+        registry.sub_registry_with_prefix("index").register(
+            "miss_requests",
+            "API requests that lookups which missed the index caused, by kind (a request answers every miss that joined it)",
+            requests.clone(),
+        );
         Self {
             client,
             index_metrics: index_metrics.clone(),
@@ -202,6 +230,7 @@ impl MissConfirmer {
             slotless: Arc::new(tokio::sync::Semaphore::new(MAX_SLOTLESS_WAITERS)),
             service_cidrs: ServiceCidrs::default(),
             checks,
+            requests,
         }
     }
 
@@ -308,12 +337,13 @@ impl MissConfirmer {
                 // that will never be made.
                 let unsent = Unsent {
                     pending: &self.pending,
-                    key: (kind, query.clone()),
+                    key: Some((kind, BatchKey::of(query))),
                 };
                 tokio::time::sleep_until(at).await;
                 // Sent from here on: later misses take a slot of their own.
-                drop(unsent);
-                let asked = tokio::time::timeout_at(deadline, exists::<K>(&self.client, query))
+                let request = unsent.send().request(query);
+                self.requests.get_or_create(&KindLabel { kind }).inc();
+                let asked = tokio::time::timeout_at(deadline, ask::<K>(&self.client, &request))
                     .await
                     .unwrap_or_else(|_| Err(format!("no answer within {:?}", self.wait)));
                 answer.send_replace(Some(asked.clone()));
@@ -322,9 +352,11 @@ impl MissConfirmer {
         };
         let keys = match answer {
             Err(error) => return Confirmation::Unconfirmed(error),
-            Ok(keys) if keys.is_empty() => return Confirmation::Absent,
-            Ok(keys) => keys,
+            Ok(keys) => batch::own(query, &keys),
         };
+        if keys.is_empty() {
+            return Confirmation::Absent;
+        }
         let waiting = self.index_metrics.waiters(kind).wait_for(keys);
         match tokio::time::timeout_at(deadline, waiting.until(in_index)).await {
             Ok(()) => Confirmation::CaughtUp,
@@ -351,13 +383,17 @@ impl MissConfirmer {
         }
     }
 
-    /// A slot for `query`'s request: joined to an identical one waiting for
+    /// A slot for `query`'s request: joined to one of its batch waiting for
     /// its slot, reserved in the kind's budget, or refused.
     fn slot(&self, kind: &'static str, query: &Query) -> Slot {
         let mut pending = self.pending.lock();
-        let key = (kind, query.clone());
-        if let Some(waiting) = pending.get(&key) {
-            return Slot::Joined(waiting.clone());
+        let key = (kind, BatchKey::of(query));
+        if let Some(waiting) = pending.get_mut(&key) {
+            return if waiting.names.join(query) {
+                Slot::Joined(waiting.answer.clone())
+            } else {
+                Slot::Refused
+            };
         }
         let now = Instant::now();
         let at = self
@@ -370,25 +406,52 @@ impl MissConfirmer {
             return Slot::Refused;
         };
         let (answer, receiver) = watch::channel(None);
-        pending.insert(key, receiver);
+        let mut names = Names::default();
+        names.join(query);
+        pending.insert(
+            key,
+            Waiting {
+                answer: receiver,
+                names,
+            },
+        );
         Slot::Own { at, answer }
     }
 
-    /// Misses holding a slot whose request is not sent yet (tests).
+    /// Requests holding a slot that are not sent yet (tests).
     pub fn pending(&self) -> usize {
         self.pending.lock().len()
+    }
+
+    /// Requests that misses of `kind` caused so far (tests and benchmarks).
+    pub fn requests(&self, kind: &'static str) -> u64 {
+        self.requests.get_or_create(&KindLabel { kind }).get()
     }
 }
 
 /// A request slot not yet sent; dropping it unregisters the slot.
 struct Unsent<'a> {
-    pending: &'a Mutex<HashMap<(&'static str, Query), Pending>>,
-    key: (&'static str, Query),
+    pending: &'a WaitingRequests,
+    /// `None` once sent.
+    key: Option<(&'static str, BatchKey)>,
+}
+
+impl Unsent<'_> {
+    /// Closes the batch to later misses and returns the names it asks for.
+    fn send(mut self) -> Names {
+        self.key
+            .take()
+            .and_then(|key| self.pending.lock().remove(&key))
+            .map(|waiting| waiting.names)
+            .unwrap_or_default()
+    }
 }
 
 impl Drop for Unsent<'_> {
     fn drop(&mut self) {
-        self.pending.lock().remove(&self.key);
+        if let Some(key) = self.key.take() {
+            self.pending.lock().remove(&key);
+        }
     }
 }
 
@@ -405,13 +468,29 @@ enum Slot {
     Refused,
 }
 
-/// The keys of the objects answering `query` (metadata only; empty when
+/// The keys of the objects answering `request` (metadata only; empty when
 /// there are none).
-async fn exists<K>(client: &Client, query: &Query) -> Answer
+async fn ask<K>(client: &Client, request: &Request) -> Answer
 where
     K: Resource<Scope = NamespaceResourceScope> + Clone + DeserializeOwned + Debug,
     K::DynamicType: Default,
 {
+    let query = match request {
+        Request::One(query) => query,
+        Request::Listed { namespace, .. } => {
+            // No limit, as below: served from the API server's watch cache.
+            let listed = Api::<K>::namespaced(client.clone(), namespace)
+                .list_metadata(&ListParams::default())
+                .await
+                .map_err(|e| e.to_string())?;
+            return Ok(listed
+                .items
+                .iter()
+                .filter_map(ObjectKey::of)
+                .filter(|key| request.wants(key))
+                .collect());
+        }
+    };
     match query {
         Query::Named { namespace, name } => {
             let api = Api::<K>::namespaced(client.clone(), namespace);

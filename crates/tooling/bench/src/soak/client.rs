@@ -139,8 +139,12 @@ pub fn spawn(
         let mut rng = Rng::new(seed);
         let mut backoff = Duration::from_millis(100);
         let mut current = None;
+        // Whether the last attempt reached its replica's server (an answer
+        // or a status from it, not a refused connection).
+        let mut answered = true;
         loop {
-            let replica = directory.pick(current, &mut rng);
+            let replica = directory.pick(current, answered, &mut rng);
+            answered = true;
             current = Some(replica);
             lock(&task_holding).replica = Some(replica);
             let channel = directory.channel(replica, api, i);
@@ -172,7 +176,10 @@ pub fn spawn(
                             )
                             .await
                         }
-                        Err(status) => failed(&task_holding, &status),
+                        Err(status) => {
+                            answered = from_server(&status);
+                            failed(&task_holding, &status)
+                        }
                     }
                 }
                 Target::Profile { service, port } => {
@@ -195,7 +202,10 @@ pub fn spawn(
                             )
                             .await
                         }
-                        Err(status) => failed(&task_holding, &status),
+                        Err(status) => {
+                            answered = from_server(&status);
+                            failed(&task_holding, &status)
+                        }
                     }
                 }
                 Target::Inbound { pod, port } => {
@@ -217,7 +227,10 @@ pub fn spawn(
                             )
                             .await
                         }
-                        Err(status) => failed(&task_holding, &status),
+                        Err(status) => {
+                            answered = from_server(&status);
+                            failed(&task_holding, &status)
+                        }
                     }
                 }
             };
@@ -256,6 +269,13 @@ impl Drop for Attached<'_> {
     fn drop(&mut self) {
         self.directory.attach(self.replica, false);
     }
+}
+
+/// Whether `status` came from a server (it answered, if with an error)
+/// rather than from the client's own transport (a refused connection):
+/// statuses made from a transport error carry it as their source.
+fn from_server(status: &tonic::Status) -> bool {
+    std::error::Error::source(status).is_none()
 }
 
 /// A new stream is open: it starts from nothing (its first message is the

@@ -203,20 +203,30 @@ impl Directory {
     }
 
     /// The replica a (re)opened stream goes to, as a proxy's balancer
-    /// picks: the one it is on while DNS lists it, else the less loaded of
-    /// two listed replicas picked at random (any replica when none is
-    /// listed: DNS may lag).
-    pub fn pick(&self, current: Option<usize>, rng: &mut Rng) -> usize {
-        if let Some(r) = current.filter(|r| self.listed(*r)) {
+    /// picks: the one it is on while DNS lists it (or, when DNS lists
+    /// none, while it still answers: a balancer keeps an endpoint that
+    /// answers and leaves one that refuses connections), else the less
+    /// loaded of two listed replicas picked at random (any replica but one
+    /// that just refused a connection when none is listed: DNS may lag).
+    pub fn pick(&self, current: Option<usize>, answered: bool, rng: &mut Rng) -> usize {
+        let none_listed = !(0..self.replicas.len()).any(|r| self.listed(r));
+        if let Some(r) = current.filter(|r| self.listed(*r) || (none_listed && answered)) {
             return r;
         }
-        let listed: Vec<usize> = (0..self.replicas.len())
-            .filter(|r| self.listed(*r))
-            .collect();
-        let pool: Vec<usize> = if listed.is_empty() {
-            (0..self.replicas.len()).collect()
+        let pool: Vec<usize> = if none_listed {
+            let refused = current.filter(|_| !answered);
+            let others: Vec<usize> = (0..self.replicas.len())
+                .filter(|r| Some(*r) != refused)
+                .collect();
+            if others.is_empty() {
+                (0..self.replicas.len()).collect()
+            } else {
+                others
+            }
         } else {
-            listed
+            (0..self.replicas.len())
+                .filter(|r| self.listed(*r))
+                .collect()
         };
         let a = pool[rng.below(pool.len())];
         let b = pool[rng.below(pool.len())];
@@ -251,5 +261,53 @@ impl Directory {
             .iter()
             .map(|l| l.attached.load(Ordering::Relaxed))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn directory(replicas: usize) -> Directory {
+        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, 9));
+        Directory {
+            replicas: (0..replicas)
+                .map(|_| Listing {
+                    destination: channels(addr, 1).expect("channel"),
+                    policy: channels(addr, 1).expect("channel"),
+                    listed: AtomicBool::new(true),
+                    attached: AtomicUsize::new(0),
+                })
+                .collect(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_stream_leaves_a_replica_that_refused_it_when_none_is_listed() {
+        let directory = directory(2);
+        directory.set_listed(0, false);
+        directory.set_listed(1, false);
+        let mut rng = Rng::new(7);
+        for _ in 0..50 {
+            // Replica 0 looks idle (its streams failed), yet refused.
+            directory.attach(1, true);
+            assert_eq!(directory.pick(Some(0), false, &mut rng), 1);
+            assert_eq!(
+                directory.pick(Some(1), true, &mut rng),
+                1,
+                "it stays where it is answered"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_listed_replica_is_kept_and_an_unlisted_one_left() {
+        let directory = directory(3);
+        let mut rng = Rng::new(7);
+        assert_eq!(directory.pick(Some(2), false, &mut rng), 2);
+        directory.set_listed(2, false);
+        for _ in 0..50 {
+            assert_ne!(directory.pick(Some(2), true, &mut rng), 2);
+        }
     }
 }

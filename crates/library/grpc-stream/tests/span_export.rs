@@ -11,7 +11,7 @@ use linkerd2_proxy_api::destination::{
     destination_client::DestinationClient,
     destination_server::{Destination, DestinationServer},
 };
-use meridian_runtime::{LogArgs, LogFormat, span_export::SpanExport};
+use meridian_runtime::{LogArgs, LogDialect, LogFormat, span_export::SpanExport};
 use opentelemetry_proto::tonic::{common::v1::any_value::Value, trace::v1::span::SpanKind};
 use test_support::otlp::{Receiver, attribute};
 use tokio::net::TcpListener;
@@ -51,7 +51,8 @@ async fn a_grpc_call_is_exported_as_a_span_of_linkerd_destination() {
         log_level: "info".into(),
         log_format: LogFormat::Plain,
     };
-    log.init_with_spans(Some(&export)).expect("subscriber");
+    log.init_with_spans(LogDialect::Go, Some(&export))
+        .expect("subscriber");
 
     let (listener, server) = loopback().await;
     tokio::spawn(

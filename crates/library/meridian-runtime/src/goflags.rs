@@ -517,7 +517,11 @@ mod tests {
             "-legacy-collector=oc:1",
             "-enable-legacy",
         ]);
-        let text = crate::logging::capture(crate::logging::LogFormat::Plain, || n.log_ignored());
+        let text = crate::logging::capture(
+            crate::logging::LogFormat::Plain,
+            crate::logging::LogDialect::Go,
+            || n.log_ignored(),
+        );
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 2, "{text}");
         assert!(lines.iter().all(|l| l.contains(" WARN ")), "{text}");

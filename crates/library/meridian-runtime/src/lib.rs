@@ -36,7 +36,7 @@ pub use addr::parse_listen_addr;
 pub use admin::AdminServer;
 pub use goflags::{GoFlag, GoFlagSet, Kind as GoFlagKind, Meaning as GoFlagMeaning};
 pub use kube_client::KubeClientArgs;
-pub use logging::{LogArgs, LogFormat};
+pub use logging::{LogArgs, LogDialect, LogFormat};
 pub use peers::ConnectionMetrics;
 pub use readiness::{DegradedHandle, InfoHandle, Readiness, ReadyHandle};
 pub use shutdown::Shutdown;

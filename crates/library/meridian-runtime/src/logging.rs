@@ -10,9 +10,14 @@
 //! controllers' plain levels are translated by
 //! [`crate::goflags::go_log_level`].)
 //!
-//! Every binary logs to stderr, as the Go controllers do. `--log-format
-//! json` writes the Go controllers' keys (`time`, `level`, `msg`) with
-//! the event's fields beside them ([`json`]).
+//! Each binary writes its lines where, and as, the original it stands in
+//! for does ([`LogDialect`]): the destination and the sp-validator as
+//! Linkerd's Go controllers (stderr; `--log-format json` with logrus's
+//! keys `time`, `level`, `msg`, the event's fields beside them: [`json`]),
+//! the policy controller as Linkerd's Rust one (kubert: stdout; JSON as
+//! `tracing-subscriber` writes it, `timestamp`, `level`, `fields.message`,
+//! `target`, `spans`). A log pipeline parsing a container's lines reads
+//! the same keys after the swap.
 
 pub mod json;
 
@@ -71,9 +76,24 @@ pub enum LogFormat {
     /// Human-readable lines.
     #[default]
     Plain,
-    /// One JSON object per line, for log pipelines: the Go controllers'
-    /// keys (`time`, `level`, `msg`), the event's fields beside them.
+    /// One JSON object per line, for log pipelines, with the keys of the
+    /// original the binary stands in for ([`LogDialect`]).
     Json,
+}
+
+/// Which original's log lines a binary writes: where they go and, with
+/// `--log-format json`, their keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogDialect {
+    /// Linkerd's Go `/controller` (logrus): stderr; JSON keys `time`,
+    /// `level` (logrus's names: `info`, `warning`), `msg`, the event's
+    /// fields beside them.
+    Go,
+    /// Linkerd's Rust policy controller (kubert's `LogFormat`): stdout;
+    /// JSON as `tracing-subscriber` writes it: `timestamp`, `level`
+    /// (`INFO`), `fields` (with `message`), `target`, and the open spans
+    /// under `spans`.
+    Kubert,
 }
 
 /// Logging flags shared by every binary.
@@ -103,32 +123,56 @@ pub enum LogError {
 }
 
 impl LogArgs {
-    /// Installs the global subscriber. Call once, early in `main`.
-    pub fn init(&self) -> Result<(), LogError> {
-        self.init_with_spans(None)
+    /// Installs the global subscriber writing `dialect`'s lines. Call
+    /// once, early in `main`.
+    pub fn init(&self, dialect: LogDialect) -> Result<(), LogError> {
+        self.init_with_spans(dialect, None)
     }
 
-    /// Installs the global subscriber, with `spans`' exporting layer if
-    /// given (`-trace-collector`). Without it the log filter is global, as
-    /// it always was; with it, the log filter is the log layer's own and
-    /// the exporter sees only [`crate::span_export::TARGET`]'s spans.
-    pub fn init_with_spans(&self, spans: Option<&SpanExport>) -> Result<(), LogError> {
+    /// Installs the global subscriber writing `dialect`'s lines, with
+    /// `spans`' exporting layer if given (`-trace-collector`). Without it
+    /// the log filter is global, as it always was; with it, the log filter
+    /// is the log layer's own and the exporter sees only
+    /// [`crate::span_export::TARGET`]'s spans.
+    pub fn init_with_spans(
+        &self,
+        dialect: LogDialect,
+        spans: Option<&SpanExport>,
+    ) -> Result<(), LogError> {
         let filter = EnvFilter::try_new(self.directives()).map_err(|source| LogError::Filter {
             value: self.log_level.clone(),
             source,
         })?;
-        let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
         let installed = match spans {
             None => tracing_subscriber::registry()
                 .with(filter)
-                .with(fmt_layer(self.log_format, std::io::stderr, ansi))
+                .with(self.layer(dialect))
                 .try_init(),
             Some(spans) => tracing_subscriber::registry()
-                .with(fmt_layer(self.log_format, std::io::stderr, ansi).with_filter(filter))
+                .with(self.layer(dialect).with_filter(filter))
                 .with(spans.layer())
                 .try_init(),
         };
         installed.map_err(|_| LogError::AlreadyInstalled)
+    }
+
+    /// The layer writing this format's lines in `dialect` to the stream
+    /// its original writes to, coloured (plain only) on a terminal.
+    fn layer<S>(&self, dialect: LogDialect) -> Box<dyn Layer<S> + Send + Sync>
+    where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
+        use std::io::IsTerminal as _;
+        match dialect {
+            LogDialect::Go => {
+                let ansi = std::io::stderr().is_terminal();
+                fmt_layer(self.log_format, dialect, std::io::stderr, ansi)
+            }
+            LogDialect::Kubert => {
+                let ansi = std::io::stdout().is_terminal();
+                fmt_layer(self.log_format, dialect, std::io::stdout, ansi)
+            }
+        }
     }
 
     /// The filter: `--log-level`, then, unless it names them, two of
@@ -158,30 +202,47 @@ impl LogArgs {
     }
 }
 
-/// The layer writing `format`'s lines to `writer` (stderr in the
-/// binaries), with colours when `ansi` (plain only).
-pub fn fmt_layer<S, W>(format: LogFormat, writer: W, ansi: bool) -> Box<dyn Layer<S> + Send + Sync>
+/// The layer writing `format`'s lines in `dialect` to `writer`, with
+/// colours when `ansi` (plain only).
+pub fn fmt_layer<S, W>(
+    format: LogFormat,
+    dialect: LogDialect,
+    writer: W,
+    ansi: bool,
+) -> Box<dyn Layer<S> + Send + Sync>
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
 {
-    match format {
-        LogFormat::Plain => fmt::layer()
+    match (format, dialect) {
+        (LogFormat::Plain, _) => fmt::layer()
             .with_target(true)
             .with_ansi(ansi)
             .with_writer(writer)
             .boxed(),
-        LogFormat::Json => fmt::layer()
+        (LogFormat::Json, LogDialect::Go) => fmt::layer()
             .event_format(json::GoJson)
+            .fmt_fields(JsonFields::new())
+            .with_writer(writer)
+            .boxed(),
+        // kubert's JSON: the span list, not the current span apart.
+        (LogFormat::Json, LogDialect::Kubert) => fmt::layer()
+            .event_format(
+                fmt::format()
+                    .json()
+                    .with_span_list(true)
+                    .with_current_span(false),
+            )
             .fmt_fields(JsonFields::new())
             .with_writer(writer)
             .boxed(),
     }
 }
 
-/// What `format` writes for the events `emit` logs (at any level).
+/// What `format` writes in `dialect` for the events `emit` logs (at any
+/// level).
 #[cfg(test)]
-pub(crate) fn capture(format: LogFormat, emit: impl FnOnce()) -> String {
+pub(crate) fn capture(format: LogFormat, dialect: LogDialect, emit: impl FnOnce()) -> String {
     let buf = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
     let writer = {
         let buf = buf.clone();
@@ -189,7 +250,7 @@ pub(crate) fn capture(format: LogFormat, emit: impl FnOnce()) -> String {
     };
     let subscriber = tracing_subscriber::registry()
         .with(EnvFilter::new("trace"))
-        .with(fmt_layer(format, writer, false));
+        .with(fmt_layer(format, dialect, writer, false));
     tracing::subscriber::with_default(subscriber, emit);
     let bytes = buf.lock().map(|b| b.clone()).unwrap_or_default();
     String::from_utf8_lossy(&bytes).into_owned()
@@ -287,9 +348,10 @@ mod tests {
         assert_eq!(logged("info"), ["ours-info", "h2-info", "h2-warn"]);
     }
 
-    /// The lines `format` writes for three events, one inside a span.
-    fn captured(format: LogFormat) -> String {
-        capture(format, || {
+    /// The lines `format` writes in `dialect` for three events, one inside
+    /// a span.
+    fn captured(format: LogFormat, dialect: LogDialect) -> String {
+        capture(format, dialect, || {
             tracing::info!(target: "policy_controller::status", lease = "status", leader = true, "leadership changed");
             tracing::warn!(target: "destination::args", flag = "-enable-ipv6", msg = 3, "ignored");
             let span = tracing::info_span!("watch", kind = "Pod");
@@ -302,7 +364,7 @@ mod tests {
     /// beside `msg`, and a clashing field under `fields.<name>`.
     #[test]
     fn json_lines_have_the_go_controllers_keys() {
-        let text = captured(LogFormat::Json);
+        let text = captured(LogFormat::Json, LogDialect::Go);
         let lines: Vec<serde_json::Value> = text
             .lines()
             .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
@@ -337,27 +399,65 @@ mod tests {
         );
     }
 
-    /// Plain lines stay readable: level, target, message, fields.
+    /// The policy container's JSON lines are kubert's, as the original
+    /// policy controller writes them: `tracing-subscriber`'s keys, the
+    /// message and fields under `fields`, the open spans as a list.
+    #[test]
+    fn kubert_json_lines_have_the_policy_controllers_keys() {
+        let text = captured(LogFormat::Json, LogDialect::Kubert);
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+            .collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        for line in &lines {
+            let time = line["timestamp"].as_str().expect("timestamp");
+            assert!(
+                time.len() >= 20 && time.as_bytes()[10] == b'T' && time.ends_with('Z'),
+                "RFC 3339: {time}"
+            );
+            assert!(line.get("time").is_none() && line.get("msg").is_none());
+            assert!(line.get("span").is_none(), "no current span apart: {line}");
+        }
+        assert_eq!(lines[0]["level"], "INFO");
+        assert_eq!(lines[0]["fields"]["message"], "leadership changed");
+        assert_eq!(lines[0]["fields"]["lease"], "status");
+        assert_eq!(lines[0]["fields"]["leader"], true);
+        assert_eq!(lines[0]["target"], "policy_controller::status");
+        assert_eq!(lines[1]["level"], "WARN");
+        assert_eq!(lines[1]["fields"]["flag"], "-enable-ipv6");
+        assert_eq!(lines[2]["level"], "ERROR");
+        assert_eq!(lines[2]["fields"]["error"], "gone");
+        assert_eq!(
+            lines[2]["spans"],
+            serde_json::json!([{"name": "watch", "kind": "Pod"}])
+        );
+    }
+
+    /// Plain lines stay readable: level, target, message, fields; the
+    /// same in both dialects.
     #[test]
     fn plain_lines_stay_readable() {
-        let text = captured(LogFormat::Plain);
-        let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines.len(), 3, "{text}");
-        assert!(!text.contains("\"msg\""), "not JSON: {text}");
-        assert!(
-            lines[0].contains(
-                " INFO policy_controller::status: leadership changed lease=\"status\" leader=true"
-            ),
-            "{text}"
-        );
-        assert!(
-            lines[1].contains(" WARN destination::args: ignored"),
-            "{text}"
-        );
-        assert!(
-            lines[2].contains("ERROR watch{kind=\"Pod\"}: k8s_index: watch failed error=gone"),
-            "{text}"
-        );
+        for dialect in [LogDialect::Go, LogDialect::Kubert] {
+            let text = captured(LogFormat::Plain, dialect);
+            let lines: Vec<&str> = text.lines().collect();
+            assert_eq!(lines.len(), 3, "{text}");
+            assert!(!text.contains("\"msg\""), "not JSON: {text}");
+            assert!(
+                lines[0].contains(
+                    " INFO policy_controller::status: leadership changed lease=\"status\" leader=true"
+                ),
+                "{text}"
+            );
+            assert!(
+                lines[1].contains(" WARN destination::args: ignored"),
+                "{text}"
+            );
+            assert!(
+                lines[2].contains("ERROR watch{kind=\"Pod\"}: k8s_index: watch failed error=gone"),
+                "{text}"
+            );
+        }
     }
 
     #[test]

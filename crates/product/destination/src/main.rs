@@ -32,7 +32,8 @@ async fn main() -> anyhow::Result<()> {
         Some(Err(error)) => (None, Some(error)),
         None => (None, None),
     };
-    args.log.init_with_spans(spans.as_ref())?;
+    args.log
+        .init_with_spans(meridian_runtime::LogDialect::Go, spans.as_ref())?;
     normalised.log_ignored();
     meridian_runtime::build_info::log_start("destination");
     if let Some(spans) = &spans {

@@ -17,7 +17,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    args.log.init()?;
+    args.log.init(meridian_runtime::LogDialect::Kubert)?;
     meridian_runtime::build_info::log_start("policy-controller");
     #[cfg(all(feature = "jemalloc", not(feature = "mimalloc")))]
     meridian_runtime::jemalloc::purge_in_background();

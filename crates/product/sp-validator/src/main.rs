@@ -22,7 +22,7 @@ meridian_runtime::jemalloc_malloc_conf!();
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let (args, normalised) = GO_FLAGS.parse::<Args>();
-    args.log.init()?;
+    args.log.init(meridian_runtime::LogDialect::Go)?;
     normalised.log_ignored();
     meridian_runtime::build_info::log_start("sp-validator");
     let shutdown = Shutdown::on_signals().context("installing signal handlers")?;
@@ -32,6 +32,9 @@ async fn main() -> anyhow::Result<()> {
     let mut registry = Registry::default();
     meridian_runtime::process_metrics::register(&mut registry);
     meridian_runtime::build_info::register(&mut registry);
+    // The Health dashboard's memory panel: jemalloc's statistics where the
+    // original had Go's.
+    meridian_runtime::jemalloc::register_metrics(&mut registry);
     let metrics = admission::Metrics::register(registry.sub_registry_with_prefix("sp_validator"));
     let peers = ConnectionMetrics::register(&mut registry);
     let mut admin = AdminServer::bind(args.admin_addr, readiness, Arc::new(registry), &peers)

@@ -21,6 +21,37 @@ pub fn free_addr() -> SocketAddr {
         .expect("finding a free port")
 }
 
+/// Runs `program args…` until it exits, for a process meant to end
+/// quickly (e.g. on a kubeconfig that does not exist): its (stdout,
+/// stderr). Panics if it still runs after 30 s (it is killed first).
+pub fn run_until_exit(program: &Path, args: &[String]) -> (String, String) {
+    let child = Command::new(program)
+        .args(args)
+        .env_remove("MERIDIAN_LOG")
+        .env_remove("MERIDIAN_LOG_FORMAT")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {}: {e}", program.display()));
+    let pid = child.id().to_string();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(Duration::from_secs(30)) {
+        Ok(Ok(out)) => (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        ),
+        Ok(Err(e)) => panic!("waiting for {}: {e}", program.display()),
+        Err(_) => {
+            let _ = Command::new("kill").args(["-9", &pid]).status();
+            panic!("{} still runs after 30 s", program.display());
+        }
+    }
+}
+
 /// Forwards every TCP connection made to `listen` to `upstream` (e.g. an
 /// API server appearing on the address a process was told to use), until
 /// the returned task is aborted.

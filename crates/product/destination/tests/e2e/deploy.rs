@@ -12,6 +12,38 @@ use std::{
 
 use test_support::{ServerProcess, TestEnv, deploy::destination_pod_command, free_addr, process};
 
+/// Logs as Linkerd's Go destination does: with the chart's
+/// `-log-format=json`, lines with logrus's keys on stderr and nothing on
+/// stdout (a kubeconfig that does not exist ends the process after its
+/// start line).
+#[test]
+fn logs_on_stderr_with_logruss_keys() {
+    let (stdout, stderr) = process::run_until_exit(
+        env!("CARGO_BIN_EXE_destination").as_ref(),
+        &[
+            "-log-format=json".into(),
+            "-log-level=info".into(),
+            format!("-addr={}", free_addr()),
+            format!("-metrics-addr={}", free_addr()),
+            format!("--introspection-addr={}", free_addr()),
+            "-kubeconfig=/nonexistent/kubeconfig".into(),
+        ],
+    );
+    assert!(stdout.is_empty(), "stdout: {stdout}");
+    let first: serde_json::Value = stderr
+        .lines()
+        .next()
+        .and_then(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| panic!("a JSON first line on stderr:\n{stderr}"));
+    assert_eq!(first["level"], "info", "{first}");
+    assert!(first["time"].is_string(), "{first}");
+    let msg = first["msg"].as_str().unwrap_or_default();
+    assert!(
+        msg.starts_with("Meridian destination ") && msg.ends_with(" starting"),
+        "{first}"
+    );
+}
+
 #[tokio::test]
 async fn starts_from_the_deploy_args_with_its_service_account() {
     let env = TestEnv::new("deploy-dst").await;

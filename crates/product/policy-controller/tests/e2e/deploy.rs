@@ -9,7 +9,45 @@ use std::time::Duration;
 
 use test_support::{
     LocalCa, ServerProcess, TestEnv, deploy::destination_pod_command, eventually, free_addr,
+    process,
 };
+
+/// Logs as Linkerd's policy controller (kubert) does: with the chart's
+/// `--log-format=json`, `tracing-subscriber`'s JSON lines on stdout (a
+/// kubeconfig that does not exist ends the process after its start line,
+/// its error on stderr).
+#[test]
+fn logs_on_stdout_with_kuberts_keys() {
+    let (stdout, stderr) = process::run_until_exit(
+        env!("CARGO_BIN_EXE_policy-controller").as_ref(),
+        &[
+            "--log-format=json".into(),
+            "--log-level=linkerd=info,warn".into(),
+            format!("--admin-addr={}", free_addr()),
+            format!("--grpc-addr={}", free_addr()),
+            format!("--server-addr={}", free_addr()),
+            format!("--introspection-addr={}", free_addr()),
+            format!("--workload-ports-addr={}", free_addr()),
+            "--kubeconfig=/nonexistent/kubeconfig".into(),
+        ],
+    );
+    let first: serde_json::Value = stdout
+        .lines()
+        .next()
+        .and_then(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| panic!("a JSON first line on stdout:\n{stdout}\nstderr:\n{stderr}"));
+    assert_eq!(first["level"], "INFO", "{first}");
+    assert!(first["timestamp"].is_string(), "{first}");
+    let message = first["fields"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("Meridian policy-controller ") && message.ends_with(" starting"),
+        "{first}"
+    );
+    assert!(
+        !stderr.lines().any(|l| l.starts_with('{')),
+        "no log line on stderr: {stderr}"
+    );
+}
 
 #[tokio::test]
 async fn starts_from_the_deploy_args_with_its_service_account() {

@@ -4,7 +4,9 @@
 //! the same time and that every write was made by a replica while it held
 //! the Lease ([`check_logs`]).
 //!
-//! Each server logs (as JSON) when its Lease leadership changes
+//! Each server logs (as JSON, in its original's dialect: the destination's
+//! logrus keys, the policy controller's kubert ones) when its Lease
+//! leadership changes
 //! (`meridian_runtime::lease`, also on a graceful shutdown, before the
 //! Lease is released) and each write it makes (the status writer's
 //! `route status written` / `status written`, the EndpointSlice writer's
@@ -178,10 +180,17 @@ fn events(
         .lines()
         .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
         .filter_map(|v| {
-            let at: Timestamp = v["time"].as_str()?.parse().ok()?;
-            let message = v["msg"].as_str()?;
-            if v["lease"] == lease && message.contains("leadership changed") {
-                return Some((at, Event::Leads(v["leader"].as_bool()?)));
+            // logrus: `time`, `msg`, the fields beside it; kubert
+            // (tracing's JSON): `timestamp`, the message and the fields
+            // under `fields`.
+            let (at, fields) = match v.get("fields") {
+                Some(fields) => (v["timestamp"].as_str()?, fields),
+                None => (v["time"].as_str()?, &v),
+            };
+            let at: Timestamp = at.parse().ok()?;
+            let message = fields["msg"].as_str().or(fields["message"].as_str())?;
+            if fields["lease"] == lease && message.contains("leadership changed") {
+                return Some((at, Event::Leads(fields["leader"].as_bool()?)));
             }
             writes.contains(&message).then_some((at, Event::Wrote))
         })
@@ -319,8 +328,37 @@ fn overlaps(terms: &[Term]) -> Vec<String> {
 mod tests {
     use super::*;
 
+    /// A policy controller's line (kubert's JSON).
     fn line(at: &str, message: &str, extra: &str) -> String {
+        format!(
+            r#"{{"timestamp":"{at}","level":"INFO","fields":{{"message":"{message}"{extra}}},"target":"policy_controller::status"}}"#
+        )
+    }
+
+    /// A destination's line (logrus's keys).
+    fn go_line(at: &str, message: &str, extra: &str) -> String {
         format!(r#"{{"time":"{at}","level":"info","msg":"{message}"{extra}}}"#)
+    }
+
+    #[test]
+    fn the_destinations_logrus_lines_are_read_too() {
+        let text = [
+            go_line(
+                "2026-01-01T00:00:01Z",
+                "leadership changed",
+                &format!(r#","leader":true,"lease":"{SLICES_LEASE}""#),
+            ),
+            go_line("2026-01-01T00:00:02Z", "writing EndpointSlices", ""),
+        ]
+        .join("\n");
+        let found = events(&text, SLICES_LEASE, LEASES[1].1, &[]);
+        assert_eq!(
+            found,
+            vec![
+                (t("2026-01-01T00:00:01Z"), Event::Leads(true)),
+                (t("2026-01-01T00:00:02Z"), Event::Wrote),
+            ]
+        );
     }
 
     fn leads(at: &str, leader: bool) -> String {

@@ -12,9 +12,11 @@ use crate::paths::workspace_root;
 
 #[derive(Args)]
 pub struct BenchArgs {
-    /// Which benchmark: destination, policy, cluster-size, sp-validator,
-    /// overload, failover, abuse, or h2-ab (the destination benchmark with and
-    /// without the h2 patch, `--runs N` times each, default 10).
+    /// Which benchmark: destination, policy, cluster-size, compare-linkerd
+    /// (cluster-size beside Linkerd 2.20's own binaries, `--linkerd-bin
+    /// <dir>`), sp-validator, overload, failover, abuse, or h2-ab (the
+    /// destination benchmark with and without the h2 patch, `--runs N` times
+    /// each, default 10).
     pub name: String,
     /// Arguments for the benchmark (see `meridian-bench <name> --help`).
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -69,7 +71,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 target.join("policy-controller").display()
             ));
         }
-        "cluster-size" => {
+        "cluster-size" | "compare-linkerd" => {
             // This build's binaries, unless others are named (to compare
             // builds kept elsewhere on the same fixtures).
             for (flag, bin) in [
@@ -110,7 +112,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         }
         other => {
             bail!(
-                "unknown benchmark {other:?}: destination, policy, cluster-size, sp-validator, overload, failover, abuse or h2-ab"
+                "unknown benchmark {other:?}: destination, policy, cluster-size, compare-linkerd, sp-validator, overload, failover, abuse or h2-ab"
             )
         }
     }

@@ -193,6 +193,11 @@ impl FanOut {
         }
     }
 
+    /// The `q`-th percentile of write → last stream.
+    pub fn last_from_write(&self, q: f64) -> Duration {
+        crate::stats::percentile(&self.from_write, q)
+    }
+
     /// Updates that open streams missed (no arrival within 30 s).
     pub fn missed(&self) -> usize {
         self.missed
@@ -424,25 +429,43 @@ pub async fn start_server_at(
         args.push(format!("--workload-ports-addr={addr}"));
         workload_ports = Some(addr);
     }
+    let mut server = spawn_server(cluster, &name, bin, args, &[], (grpc_addr, admin_addr)).await?;
+    server.workload_ports = workload_ports;
+    Ok(server)
+}
+
+/// Spawns `bin` with exactly `args` and `env` added (on the server's CPU
+/// when pinned), its output into the cluster's work dir, and returns it
+/// once `/ready` on its admin address answers 200. For servers whose flags
+/// [`start_server_at`] does not know, such as Linkerd's own binaries.
+pub async fn spawn_server(
+    cluster: &local_cluster::Cluster,
+    name: &str,
+    bin: &std::path::Path,
+    args: Vec<String>,
+    env: &[(String, String)],
+    (grpc, admin): (SocketAddr, SocketAddr),
+) -> anyhow::Result<Server> {
     let log = cluster.work_dir().join(format!("{name}.log"));
     let (program, args) = server_command(bin, args);
-    let process = local_cluster::ManagedProcess::spawn(
-        &name,
+    let process = local_cluster::ManagedProcess::spawn_with_env(
+        name,
         &program,
         &args,
+        env,
         &log,
         local_cluster::Lifetime::Tied,
     )?;
-    wait_ready(&name, admin_addr).await?;
+    wait_ready(name, admin).await?;
     let pid = process
         .pid()
         .ok_or_else(|| anyhow::anyhow!("{name} has no pid"))?;
     Ok(Server {
         process,
         pid,
-        grpc: grpc_addr,
-        admin: admin_addr,
-        workload_ports,
+        grpc,
+        admin,
+        workload_ports: None,
         log,
     })
 }
@@ -545,6 +568,17 @@ impl ConnectionMemory {
             per(self.after.total, self.warm.total, connections),
             per(self.after.anon, self.warm.anon, connections),
         );
+    }
+
+    /// RSS bytes per stream, with its connection already open (each
+    /// stream with whatever it is paired with, e.g. its `GetProfile`).
+    pub fn per_stream(&self, streams: usize) -> u64 {
+        self.after.total.saturating_sub(self.connected.total) / streams.max(1) as u64
+    }
+
+    /// RSS bytes per idle connection.
+    pub fn per_connection(&self, connections: usize) -> u64 {
+        self.connected.total.saturating_sub(self.warm.total) / connections.max(1) as u64
     }
 }
 

@@ -49,6 +49,10 @@ enum Bench {
     /// Services, each binary started after them, then the
     /// proxy-shaped streams at the largest N.
     ClusterSize(cluster_size::Args),
+    /// The cluster-size benchmark with Linkerd 2.20's own `controller` and
+    /// `policy-controller` beside Meridian's on the same fixtures, and a
+    /// table of ratios (SKIP without `--linkerd-bin`).
+    CompareLinkerd(cluster_size::linkerd::CompareArgs),
     /// What lookups a client chooses freely cost: API server requests,
     /// answers and latency, memory and metric series (misses, absent
     /// names, unknown node names).
@@ -85,11 +89,21 @@ fn main() -> anyhow::Result<()> {
         Bench::Policy(args) => runtime.block_on(policy::run(args)),
         Bench::Abuse(args) => runtime.block_on(abuse::run(args)),
         Bench::ClusterSize(args) => runtime.block_on(cluster_size::run(args)),
+        Bench::CompareLinkerd(args) => runtime.block_on(cluster_size::linkerd::run(args)),
         Bench::SpValidator(args) => runtime.block_on(sp_validator::run(args)),
         Bench::Overload(args) => runtime.block_on(overload::run(args)),
         Bench::Failover(args) => runtime.block_on(failover::run(args)),
         Bench::Soak(args) => runtime.block_on(soak::run(args)),
         Bench::TrivialServer(args) => runtime.block_on(trivial::serve(args)),
         Bench::TrivialHttps(args) => runtime.block_on(trivial::serve_https(args)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_subcommands_flags_are_well_formed() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
     }
 }

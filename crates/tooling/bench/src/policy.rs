@@ -71,7 +71,7 @@ pub struct Args {
     #[arg(long)]
     policy_bin: PathBuf,
     #[command(flatten)]
-    outbound: crate::policy_outbound::Args,
+    outbound: crate::policy_outbound::OutboundArgs,
 }
 
 pub(crate) fn server_name(g: usize) -> String {

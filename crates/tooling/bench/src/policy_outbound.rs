@@ -40,7 +40,7 @@ const NS: &str = "bench-out";
 const MAX_PARENTS: usize = 32;
 
 #[derive(clap::Args)]
-pub struct Args {
+pub struct OutboundArgs {
     /// Concurrent outbound Watch streams.
     #[arg(long, default_value_t = 10_000)]
     outbound_streams: usize,
@@ -100,7 +100,7 @@ fn route_object(
 /// Runs the outbound part against the controller at `grpc_addr` (pid
 /// `pid`); returns the updates its open streams missed.
 pub async fn run(
-    args: &Args,
+    args: &OutboundArgs,
     client: &kube::Client,
     channels: &[Conn],
     pid: u32,

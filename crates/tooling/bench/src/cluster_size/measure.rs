@@ -40,23 +40,32 @@ impl Kind {
     }
 }
 
+/// Whose build a binary is: it says which flags start it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flavor {
+    /// Meridian's `destination` or `policy-controller`.
+    Meridian,
+    /// Linkerd 2.20's own: the Go `controller` (run as `controller
+    /// destination`) or the Rust `policy-controller`, started with the
+    /// chart's arguments.
+    Linkerd,
+}
+
 /// A binary to measure: `LABEL=PATH`, or a path (labelled by its
 /// directory's name).
 #[derive(Clone, Debug)]
 pub struct Binary {
     pub label: String,
     pub path: PathBuf,
+    pub flavor: Flavor,
 }
 
 impl std::str::FromStr for Binary {
     type Err = std::convert::Infallible;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(match s.split_once('=') {
-            Some((label, path)) => Binary {
-                label: label.to_string(),
-                path: path.into(),
-            },
+        let (label, path) = match s.split_once('=') {
+            Some((label, path)) => (label.to_string(), PathBuf::from(path)),
             None => {
                 let path = PathBuf::from(s);
                 let label = path
@@ -64,26 +73,46 @@ impl std::str::FromStr for Binary {
                     .and_then(|d| d.file_name())
                     .map(|n| n.to_string_lossy().into_owned())
                     .unwrap_or_else(|| s.to_string());
-                Binary { label, path }
+                (label, path)
             }
+        };
+        Ok(Binary {
+            label,
+            path,
+            flavor: Flavor::Meridian,
         })
     }
 }
 
-/// Starts `bin` as `kind` on `cluster`; for the destination, following the
-/// policy controller at `policy` (the pod's shape), else with its link down.
+/// The proxy's opaque ports by default (the chart's `proxy.opaquePorts`).
+pub const OPAQUE_PORTS: &str = "25,587,3306,4444,5432,6379,9300,11211";
+/// The chart's `destinationController.meshedHttp2ClientProtobuf`, as its
+/// template hands it to the destination.
+pub const MESHED_HTTP2_CLIENT_PARAMS: &str =
+    r#"{"keep_alive":{"interval":{"seconds":10},"timeout":{"seconds":3},"while_idle":true}}"#;
+
+/// Starts `bin` as `kind` on `cluster`; for Meridian's destination,
+/// following the policy controller at `policy` (the pod's shape), else with
+/// its link down. Linkerd's destination reads Servers itself and takes no
+/// such link.
 pub async fn start(
     cluster: &local_cluster::Cluster,
     kind: Kind,
     bin: &Binary,
     policy: Option<std::net::SocketAddr>,
 ) -> anyhow::Result<(Server, Duration)> {
+    if bin.flavor == Flavor::Linkerd {
+        return super::linkerd::start(cluster, kind, bin).await;
+    }
     let mut extra = vec!["--audit-interval-secs=0".to_string()];
     let grpc_flag = match kind {
         Kind::Destination => {
             extra.push(format!(
                 "--controller-namespace={}",
                 fixtures::CONTROL_PLANE_NS
+            ));
+            extra.push(format!(
+                "--meshed-http2-client-params={MESHED_HTTP2_CLIENT_PARAMS}"
             ));
             // Without a companion, a port where nothing listens: the link
             // stays down (as `/ready` reports, without gating it).
@@ -120,21 +149,40 @@ pub struct Idle {
     /// The most RSS the process had until then (`VmHWM`): what the
     /// initial lists cost at their peak, which a memory limit must allow.
     pub peak_rss: u64,
+    /// The heap in use then, as its `/metrics` says
+    /// (`go_memstats_heap_inuse_bytes`: Go's heap for Linkerd's
+    /// destination, jemalloc's active pages for Meridian's binaries), if
+    /// it exports it.
+    pub heap: Option<u64>,
     pub settle: Duration,
 }
 
-/// CPU of `pid` now and its Ready figures once `settle` passed.
-pub async fn idle(pid: u32, ready_wall: Duration, settle: Duration) -> anyhow::Result<Idle> {
+/// CPU of `server` now and its Ready figures once `settle` passed.
+pub async fn idle(server: &Server, ready_wall: Duration, settle: Duration) -> anyhow::Result<Idle> {
+    let pid = server.pid;
     let ready_cpu = cpu_seconds(pid).unwrap_or_default();
     tokio::time::sleep(settle).await;
     let rss = rss(pid).ok_or_else(|| anyhow::anyhow!("no RSS for pid {pid}"))?;
     let peak_rss = peak_rss_bytes(pid).unwrap_or_default();
+    let heap = match local_cluster::probe::http_get(server.admin, "/metrics").await {
+        Ok((200, body)) => metric_value(&body, "go_memstats_heap_inuse_bytes").map(|v| v as u64),
+        _ => None,
+    };
     Ok(Idle {
         ready_wall,
         ready_cpu,
         rss,
         peak_rss,
+        heap,
         settle,
+    })
+}
+
+/// The value of the unlabelled series `name` in a Prometheus text page.
+fn metric_value(page: &str, name: &str) -> Option<f64> {
+    page.lines().find_map(|line| {
+        let rest = line.strip_prefix(name)?.strip_prefix(' ')?;
+        rest.split_whitespace().next()?.parse().ok()
     })
 }
 
@@ -310,4 +358,21 @@ pub async fn burst(
     out.cpu = cpu_seconds(pid).unwrap_or_default() - cpu0;
     out.wall = t0.elapsed().as_secs_f64();
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::metric_value;
+
+    #[test]
+    fn metric_value_reads_the_unlabelled_series_only() {
+        let page = "# HELP go_memstats_heap_inuse_bytes x\n\
+                    go_memstats_heap_inuse_bytes_total 7\n\
+                    go_memstats_heap_inuse_bytes 1.2345e+07\n";
+        assert_eq!(
+            metric_value(page, "go_memstats_heap_inuse_bytes"),
+            Some(12_345_000.0)
+        );
+        assert_eq!(metric_value(page, "go_goroutines"), None);
+    }
 }

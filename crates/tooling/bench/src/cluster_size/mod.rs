@@ -14,17 +14,20 @@
 //! follows it over its link); only the destination is measured then.
 
 mod fixtures;
+pub mod linkerd;
 mod measure;
 mod streams;
 
 use std::{path::PathBuf, time::Duration};
 
-use measure::{Binary, Burst, Idle, Kind};
+use measure::{Binary, Burst, Flavor, Idle, Kind};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Cluster sizes (pods), comma-separated; one fresh cluster each.
-    #[arg(long, value_delimiter = ',', default_value = "2000,10000")]
+    /// Cluster sizes (pods), comma-separated; one fresh cluster each
+    /// (besides the empty one). Default: 2000,10000 (compare-linkerd:
+    /// 10000).
+    #[arg(long, value_delimiter = ',')]
     pods: Vec<usize>,
     /// Pods per Service (until --max-services, then Services grow).
     #[arg(long, default_value_t = 50)]
@@ -72,9 +75,12 @@ pub struct Args {
 struct Row {
     kind: Kind,
     label: String,
+    flavor: Flavor,
     pods: usize,
     idle: Idle,
     bursts: Vec<Burst>,
+    /// The destination's stream phase, at the largest size.
+    streams: Option<streams::StreamFigures>,
 }
 
 /// The CPUs this process was allowed at start (to undo the client's
@@ -97,7 +103,18 @@ fn unpin(cpus: &Option<String>) {
     }
 }
 
-pub async fn run(args: Args) -> anyhow::Result<()> {
+pub async fn run(mut args: Args) -> anyhow::Result<()> {
+    if args.pods.is_empty() {
+        args.pods = vec![2_000, 10_000];
+    }
+    let rows = measure_all(args).await?;
+    print_summary(&rows);
+    Ok(())
+}
+
+/// Every binary at every size (and at 0 pods), each row printed as it is
+/// measured.
+async fn measure_all(args: Args) -> anyhow::Result<Vec<Row>> {
     let cpus = allowed_cpus();
     let largest = args.pods.iter().copied().max().unwrap_or(0);
     println!(
@@ -144,6 +161,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         if n == 0 {
             println!("\n0 pods (the empty cluster):");
         }
+        let originals = args.destination_bin.iter().chain(&args.policy_bin);
+        if originals.into_iter().any(|b| b.flavor == Flavor::Linkerd) {
+            linkerd::control_plane(&client).await?;
+        }
         crate::common::pin(!args.no_pin);
         for bin in &args.policy_bin {
             let (mut server, wall) = measure::start(&cluster, Kind::Policy, bin, None).await?;
@@ -161,15 +182,28 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             rows.push(row);
         }
         for (i, bin) in args.destination_bin.iter().enumerate() {
-            let companion_bin = args.policy_bin.get(i).unwrap_or(&args.policy_bin[0]);
-            let (mut companion, _) =
-                measure::start(&cluster, Kind::Policy, companion_bin, None).await?;
+            // Meridian's destination follows a policy controller (the
+            // pod's shape); Linkerd's reads Servers itself.
+            let mut companion = None;
+            if bin.flavor == Flavor::Meridian {
+                let companion_bin = args
+                    .policy_bin
+                    .iter()
+                    .filter(|b| b.flavor == Flavor::Meridian)
+                    .nth(i)
+                    .or(args.policy_bin.first())
+                    .ok_or_else(|| anyhow::anyhow!("no --policy-bin"))?;
+                let (server, _) =
+                    measure::start(&cluster, Kind::Policy, companion_bin, None).await?;
+                companion = Some(server);
+            }
             // (A build from before the feed had its own listener served it on
             // the gRPC port.)
-            let feed = companion.workload_ports.unwrap_or(companion.grpc);
-            let (mut server, wall) =
-                measure::start(&cluster, Kind::Destination, bin, Some(feed)).await?;
-            let row = measure_row(
+            let feed = companion
+                .as_ref()
+                .map(|c| c.workload_ports.unwrap_or(c.grpc));
+            let (mut server, wall) = measure::start(&cluster, Kind::Destination, bin, feed).await?;
+            let mut row = measure_row(
                 &args,
                 &client,
                 fx.as_mut(),
@@ -179,7 +213,6 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             )
             .await?;
             print_row(&row, &rows);
-            rows.push(row);
             if let Some(fx) = fx.as_mut()
                 && n == largest
                 && !args.no_streams
@@ -203,15 +236,18 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 )
                 .await?;
                 figures.print();
+                row.streams = Some(figures);
             }
+            rows.push(row);
             server.process.stop(Duration::from_secs(5));
-            companion.process.stop(Duration::from_secs(5));
+            if let Some(mut companion) = companion {
+                companion.process.stop(Duration::from_secs(5));
+            }
         }
         drop(cluster);
         let _ = std::fs::remove_dir_all(&work_dir);
     }
-    print_summary(&rows);
-    Ok(())
+    Ok(rows)
 }
 
 /// A started binary's figures: Ready and settled, then (with fixtures)
@@ -224,7 +260,7 @@ async fn measure_row(
     server: &crate::common::Server,
     wall: Duration,
 ) -> anyhow::Result<Row> {
-    let idle = measure::idle(server.pid, wall, Duration::from_secs(args.settle_secs)).await?;
+    let idle = measure::idle(server, wall, Duration::from_secs(args.settle_secs)).await?;
     let pods = fx.as_ref().map_or(0, |fx| fx.pods.len());
     let bursts = match fx {
         Some(fx) if !args.no_flips => flip_both_ways(client, fx, args.flips, server.pid).await,
@@ -233,9 +269,11 @@ async fn measure_row(
     Ok(Row {
         kind,
         label: bin.label.clone(),
+        flavor: bin.flavor,
         pods,
         idle,
         bursts,
+        streams: None,
     })
 }
 

@@ -75,7 +75,10 @@ impl DestinationService {
             None,
             self.shutdown.clone(),
             move |state: std::sync::Arc<ProfileState>| {
-                entry.progress.sent(state.version, false);
+                // (A publisher with nothing to send yet has no frame.)
+                if !state.frames.is_empty() {
+                    entry.progress.sent(state.version, false);
+                }
                 state.frames.clone()
             },
         ))

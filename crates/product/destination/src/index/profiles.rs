@@ -117,8 +117,11 @@ impl ProfilePublishers {
         if let Some(tx) = self.publishers.get(&key) {
             return tx.subscribe();
         }
-        let profile = compute_profile(cluster, &key).unwrap_or_default();
-        let (tx, rx) = watch::channel(ProfileState::new(0, profile));
+        let state = match compute_profile(cluster, &key) {
+            Some(profile) => ProfileState::new(0, profile),
+            None => ProfileState::nothing_yet(),
+        };
+        let (tx, rx) = watch::channel(state);
         match key.follows() {
             Followed::Service(service) => self
                 .by_service
@@ -378,15 +381,16 @@ fn compute_profile(cluster: &ClusterState, key: &ProfileKey) -> Option<Profile> 
                 }
             }
         }
-        ProfileKey::Endpoint(addr) => Some(endpoint_profile_at(cluster, *addr)),
+        ProfileKey::Endpoint(addr) => endpoint_profile_at(cluster, *addr),
     }
 }
 
 /// The endpoint profile of an address: the Running pod with that IP
 /// (with its `WeightedAddr` and a `namespace` label), a pod exposing that
 /// host port, the one ExternalWorkload declaring that address, or the bare
-/// address.
-fn endpoint_profile_at(cluster: &ClusterState, addr: SocketAddr) -> Profile {
+/// address (`None`: the pod's cannot be made, see
+/// [`proto_profile::workload_endpoint`]).
+fn endpoint_profile_at(cluster: &ClusterState, addr: SocketAddr) -> Option<Profile> {
     let by_pod_ip = cluster.pods_at(addr.ip());
     let pod = match by_pod_ip.as_slice() {
         [pod] => Some(pod.clone()),
@@ -396,7 +400,7 @@ fn endpoint_profile_at(cluster: &ClusterState, addr: SocketAddr) -> Profile {
         return external_profile_at(cluster, addr);
     };
     if !pod.is_running() {
-        return proto_profile::bare_endpoint(addr, false);
+        return Some(proto_profile::bare_endpoint(addr, false));
     }
     workload_profile(
         cluster,
@@ -407,10 +411,10 @@ fn endpoint_profile_at(cluster: &ClusterState, addr: SocketAddr) -> Profile {
 
 /// The endpoint profile of the ExternalWorkload declaring `addr`, or of the
 /// bare address when none (or several) do.
-fn external_profile_at(cluster: &ClusterState, addr: SocketAddr) -> Profile {
+fn external_profile_at(cluster: &ClusterState, addr: SocketAddr) -> Option<Profile> {
     let workloads = cluster.external_workloads_at(addr);
     let [ew] = workloads.as_slice() else {
-        return proto_profile::bare_endpoint(addr, false);
+        return Some(proto_profile::bare_endpoint(addr, false));
     };
     workload_profile(
         cluster,
@@ -421,7 +425,11 @@ fn external_profile_at(cluster: &ClusterState, addr: SocketAddr) -> Profile {
 
 /// The endpoint profile of a pod's or workload's address: opaque by its
 /// annotation (or the defaults) or by a Server.
-fn workload_profile(cluster: &ClusterState, addr: SocketAddr, workload: Workload) -> Profile {
+fn workload_profile(
+    cluster: &ClusterState,
+    addr: SocketAddr,
+    workload: Workload,
+) -> Option<Profile> {
     let cfg = cluster.config();
     let opaque_by_server = workload
         .workload_ref()
@@ -429,6 +437,6 @@ fn workload_profile(cluster: &ClusterState, addr: SocketAddr, workload: Workload
     let opaque = workload.is_opaque(addr.port(), cfg) || opaque_by_server;
     match Endpoint::of_workload(workload, addr, None, None, None, opaque_by_server) {
         Some(endpoint) => proto_profile::workload_endpoint(&endpoint, cfg, opaque),
-        None => proto_profile::bare_endpoint(addr, false),
+        None => Some(proto_profile::bare_endpoint(addr, false)),
     }
 }

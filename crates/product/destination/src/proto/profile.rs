@@ -16,7 +16,7 @@ use linkerd2_proxy_api::{
 };
 
 use super::frames::Frames;
-use super::weighted_addr::{OwnerCase, bare_addr, fill_external, weighted_addr};
+use super::weighted_addr::{OwnerCase, bare_addr, endpoint_addr, fill_external};
 use crate::config::TranslatorConfig;
 use crate::core::{
     ServiceTarget,
@@ -53,9 +53,12 @@ pub fn service_profile(
     let dst_overrides = rules
         .map(|r| r.dst_overrides.iter().map(weighted_dst).collect())
         .unwrap_or_default();
+    // The original's `kind` is the ServiceProfile object's own TypeMeta
+    // kind, which client-go's informers leave empty on the objects they
+    // decode: every proxy sees `""` there, profiled or not.
     let profile_ref = Resource {
         group: "linkerd.io".into(),
-        kind: rules.map(|_| "ServiceProfile".into()).unwrap_or_default(),
+        kind: String::new(),
         name: rules.map(|r| r.source.1.clone()).unwrap_or_default(),
         namespace: rules.map(|r| r.source.0.clone()).unwrap_or_default(),
         ..Default::default()
@@ -117,9 +120,21 @@ impl ProfileState {
         })
     }
 
+    /// A publisher with nothing to send yet (its first profile could not
+    /// be made: an unusable ServiceProfile, a pod whose proxy ports cannot
+    /// be read): its streams send nothing until a profile can be made, as
+    /// the original's drop such an update and send nothing.
+    pub fn nothing_yet() -> Arc<Self> {
+        Arc::new(Self {
+            version: 0,
+            profile: DestinationProfile::default(),
+            frames: Frames::from(Vec::new()),
+        })
+    }
+
     /// Whether this state publishes `profile`.
     pub fn publishes(&self, profile: &Profile) -> bool {
-        self.profile == profile.0
+        !self.frames.is_empty() && self.profile == profile.0
     }
 }
 
@@ -131,19 +146,27 @@ pub fn service(target: &ServiceTarget, rules: Option<&ProfileRules>, opaque: boo
 /// The endpoint profile of a pod's or ExternalWorkload's address: its
 /// `WeightedAddr` with a `namespace` label. A pod's is the one `Get` sends
 /// (the bare address if its proxy ports cannot be read); a workload's is
-/// built as the original's profile path builds it (owner kind as written,
-/// no `zone_locality`).
-pub fn workload_endpoint(endpoint: &Endpoint, cfg: &TranslatorConfig, opaque: bool) -> Profile {
+/// built as the original's profile path builds it (owner kind as written).
+/// Neither has a `zone_locality` label: the original adds it on `Get`'s
+/// path only.
+///
+/// `None` when a pod's proxy ports cannot be read: the original logs it and
+/// sends nothing (a stream keeps what it had, a new one waits).
+pub fn workload_endpoint(
+    endpoint: &Endpoint,
+    cfg: &TranslatorConfig,
+    opaque: bool,
+) -> Option<Profile> {
     let addr = match &endpoint.workload {
-        Workload::Pod(pod) => match weighted_addr(endpoint, cfg, None) {
+        Workload::Pod(pod) => match endpoint_addr(endpoint, cfg) {
             Ok(mut wa) => {
                 wa.metric_labels
                     .insert("namespace".to_string(), pod.namespace.to_string());
                 wa
             }
             Err(error) => {
-                tracing::warn!(addr = %endpoint.addr, %error, "serving a bare endpoint profile");
-                bare_addr(endpoint.addr)
+                tracing::error!(addr = %endpoint.addr, %error, "failed to create the endpoint: no profile sent");
+                return None;
             }
         },
         Workload::External(ew) => {
@@ -155,7 +178,7 @@ pub fn workload_endpoint(endpoint: &Endpoint, cfg: &TranslatorConfig, opaque: bo
         }
         Workload::Gateway(_) => bare_addr(endpoint.addr),
     };
-    Profile(endpoint_profile(addr, opaque))
+    Some(Profile(endpoint_profile(addr, opaque)))
 }
 
 /// The endpoint profile of an address nothing is known about.
@@ -405,8 +428,8 @@ mod tests {
             panic!("profile_ref")
         };
         assert_eq!(
-            (r.kind.as_str(), r.name.as_str()),
-            ("ServiceProfile", "web.ns.svc.cluster.local")
+            (r.group.as_str(), r.kind.as_str(), r.name.as_str()),
+            ("linkerd.io", "", "web.ns.svc.cluster.local")
         );
     }
 }

@@ -126,8 +126,10 @@ impl ProfileView {
             opaque_protocol: p.opaque_protocol,
             routes: p.routes.iter().map(route_name).collect(),
             profile_ref: p.profile_ref.as_ref().and_then(|r| match r.kind.as_ref()? {
-                metadata::Kind::Resource(r) if !r.kind.is_empty() => {
-                    Some(format!("{} {}/{}", r.kind, r.namespace, r.name))
+                // (The wire's `kind` is empty, as the original's: the name
+                // says whether a ServiceProfile applies.)
+                metadata::Kind::Resource(r) if !r.name.is_empty() => {
+                    Some(format!("ServiceProfile {}/{}", r.namespace, r.name))
                 }
                 _ => None,
             }),

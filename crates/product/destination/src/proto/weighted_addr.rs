@@ -31,12 +31,37 @@ pub enum TranslateError {
     },
 }
 
-/// Builds the `WeightedAddr` for an endpoint as seen by a client in
-/// `client_zone` (the client node's zone, if known).
+/// Builds the `WeightedAddr` `Get` sends for an endpoint, as seen by a
+/// client in `client_zone` (the client node's zone, if known): the
+/// endpoint's own fields and its `zone_locality` label.
 pub fn weighted_addr(
     ep: &Endpoint,
     cfg: &TranslatorConfig,
     client_zone: Option<&str>,
+) -> Result<WeightedAddr, TranslateError> {
+    let mut wa = endpoint_addr(ep, cfg)?;
+    let client_zone = client_zone.filter(|z| !z.is_empty());
+    let locality = match (client_zone, ep.zone.as_deref()) {
+        (Some(client), Some(zone)) if client == zone => {
+            if cfg.ext_endpoint_zone_weights {
+                wa.weight *= 10;
+            }
+            "local"
+        }
+        (Some(_), Some(_)) => "remote",
+        _ => "unknown",
+    };
+    wa.metric_labels
+        .insert("zone_locality".into(), locality.into());
+    Ok(wa)
+}
+
+/// The `WeightedAddr` of an endpoint whatever the client's zone: what an
+/// endpoint profile (`GetProfile` by a pod's IP) carries. It has no
+/// `zone_locality`: the original's profile path does not add one.
+pub fn endpoint_addr(
+    ep: &Endpoint,
+    cfg: &TranslatorConfig,
 ) -> Result<WeightedAddr, TranslateError> {
     let mut wa = WeightedAddr {
         addr: Some(TcpAddress::from(ep.addr)),
@@ -71,19 +96,6 @@ pub fn weighted_addr(
         }
     }
 
-    let client_zone = client_zone.filter(|z| !z.is_empty());
-    let locality = match (client_zone, ep.zone.as_deref()) {
-        (Some(client), Some(zone)) if client == zone => {
-            if cfg.ext_endpoint_zone_weights {
-                wa.weight *= 10;
-            }
-            "local"
-        }
-        (Some(_), Some(_)) => "remote",
-        _ => "unknown",
-    };
-    wa.metric_labels
-        .insert("zone_locality".into(), locality.into());
     Ok(wa)
 }
 

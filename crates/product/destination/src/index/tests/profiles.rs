@@ -114,6 +114,46 @@ fn by_pod_ip() {
         ),
         (Some("web-0"), Some(NS))
     );
+    // As the original's profile path: no `zone_locality` (only `Get` adds
+    // it, from the client's zone).
+    assert!(
+        !wa.metric_labels.contains_key("zone_locality"),
+        "{:?}",
+        wa.metric_labels
+    );
+}
+
+/// A meshed pod whose proxy ports cannot be read has no endpoint profile:
+/// as the original, nothing is sent until one can be made (here: the pod
+/// is gone and its IP is nobody's).
+#[test]
+fn by_pod_ip_without_readable_proxy_ports_sends_nothing() {
+    let mut idx = index();
+    idx.apply(obj::<Pod>(json!({
+        "metadata": {"namespace": NS, "name": "broken", "labels": {
+            "app": "web", k8s_api::labels::CONTROL_PLANE_NS: "linkerd"}},
+        "spec": {"nodeName": "node-1", "containers": [
+            {"name": "app", "ports": [{"containerPort": 8080}]},
+            {"name": "linkerd-proxy", "env": [
+                {"name": "LINKERD2_PROXY_INBOUND_LISTEN_ADDR", "value": "0.0.0.0:4143"}]}]},
+        "status": {"phase": "Running", "podIP": "10.0.0.9", "hostIP": "192.168.0.1"}
+    })));
+    let key = endpoint_key("10.0.0.9:8080");
+    let rx = idx.subscribe_profile(key.clone());
+    assert!(rx.borrow().frames.is_empty(), "{:?}", rx.borrow().profile);
+    delete::<Pod>(&mut idx, "broken");
+    let state = rx.borrow().clone();
+    assert_eq!(state.frames.len(), 1);
+    assert_eq!(
+        state
+            .profile
+            .endpoint
+            .as_ref()
+            .map(|e| e.metric_labels.is_empty()),
+        Some(true),
+        "the bare address: {:?}",
+        state.profile
+    );
 }
 
 #[test]

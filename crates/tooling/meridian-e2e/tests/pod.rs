@@ -620,14 +620,15 @@ async fn the_shadow_beside_the_pod_compares_clean() {
         stdout.contains("(port-forwarded to pod meridian-shadow/meridian-shadow-"),
         "{stdout}"
     );
-    // 3 pods × (8080 + 4191), 2 Services × 4 questions.
+    // 3 pods × (GetProfile of podIP:8080, inbound 8080 and 4191), 2
+    // Services × 4 questions.
     let total = stdout
         .lines()
         .find(|l| l.starts_with("total "))
         .map(|l| l.split_whitespace().skip(1).collect::<Vec<_>>());
     assert_eq!(
         total,
-        Some(vec!["14", "14", "0", "0", "0", "0"]),
+        Some(vec!["17", "17", "0", "0", "0", "0"]),
         "{stdout}"
     );
     assert_eq!(output.status.code(), Some(0), "{stderr}{stdout}");

@@ -275,12 +275,13 @@ async fn two_deployments_compare_equal_and_a_different_one_is_reported() {
     wait_routes(&env, &a).await;
     wait_routes(&env, &b).await;
 
-    // 3 Services × 4 questions, 4 meshed pods × (their port + 4191).
+    // 3 Services × 4 questions; 4 meshed pods × (GetProfile of podIP:port,
+    // and the inbound policy of that port and of 4191).
     let (code, stdout, stderr) = compare(&env, &a.side(), &b.side(), &["--concurrency=3"]);
     assert_eq!(code, 0, "{stderr}{stdout}");
-    assert_eq!(total(&stdout), ["20", "20", "0", "0", "0", "0"], "{stdout}");
+    assert_eq!(total(&stdout), ["24", "24", "0", "0", "0", "0"], "{stdout}");
     assert!(
-        stderr.contains("compare: asking 20 question(s) of a (destination http://"),
+        stderr.contains("compare: asking 24 question(s) of a (destination http://"),
         "{stderr}"
     );
     for api in [
@@ -326,8 +327,8 @@ async fn two_deployments_compare_equal_and_a_different_one_is_reported() {
     });
     assert_eq!(out.status.code(), Some(0), "{report:#}");
     assert_eq!(report["exit"], 0);
-    assert_eq!(report["summary"]["total"]["asked"], 20, "{report:#}");
-    assert_eq!(report["summary"]["total"]["equal"], 20, "{report:#}");
+    assert_eq!(report["summary"]["total"]["asked"], 24, "{report:#}");
+    assert_eq!(report["summary"]["total"]["equal"], 24, "{report:#}");
     assert!(
         report["results"]
             .as_array()
@@ -347,9 +348,9 @@ async fn two_deployments_compare_equal_and_a_different_one_is_reported() {
     wait_routes(&env, &c).await;
     let (code, stdout, _) = compare(&env, &a.side(), &c.side(), &[]);
     assert_eq!(code, 1, "{stdout}");
-    assert_eq!(total(&stdout), ["20", "16", "4", "0", "0", "0"], "{stdout}");
+    assert_eq!(total(&stdout), ["24", "19", "5", "0", "0", "0"], "{stdout}");
     let blocks = stdout
-        .split("\n== differences (4)\n")
+        .split("\n== differences (5)\n")
         .nth(1)
         .unwrap_or_else(|| panic!("no differences heading:\n{stdout}"));
     // Each target once, with exactly the fields that differ (the inbound
@@ -394,7 +395,7 @@ OutboundPolicies.Watch {db_ip}:3306  {as_client}
     assert!(blocks.starts_with(&want), "want:{want}\nin:\n{blocks}");
     let outbound = blocks
         .split_once("  protocol.detect\n")
-        .map(|(_, rest)| rest)
+        .map(|(_, rest)| rest.split("\n\n").next().unwrap_or_default())
         .unwrap_or_default();
     let paths: Vec<&str> = outbound
         .lines()
@@ -455,6 +456,14 @@ OutboundPolicies.Watch {db_ip}:3306  {as_client}
             (
                 format!("OutboundPolicies.Watch {db_ip}:3306"),
                 vec!["protocol.detect".to_string(), "protocol.opaque".to_string()]
+            ),
+            (
+                format!("Destination.GetProfile {pod_ip}:3306"),
+                vec![
+                    "endpoint.protocol_hint.h2".to_string(),
+                    "endpoint.protocol_hint.opaque".to_string(),
+                    "opaque_protocol".to_string()
+                ]
             ),
         ],
         "{report:#}"

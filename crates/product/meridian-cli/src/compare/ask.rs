@@ -205,6 +205,19 @@ fn failed(status: tonic::Status) -> Answer {
     }
 }
 
+/// The call of `question`, opened when first polled: its first item is
+/// the first message or why the call failed. Opening may itself be what
+/// waits: the original answers a `Get` for a Service without ready
+/// endpoints with no response headers at all until its first message.
+fn opened(conns: &Conns, decoder: Arc<Decoder>, question: &Question) -> States {
+    let (conns, question) = (conns.clone(), question.clone());
+    let call = async move { open(&conns, decoder, &question).await };
+    Box::pin(futures::stream::once(call).flat_map(|opened| match opened {
+        Ok(states) => states,
+        Err(status) => Box::pin(futures::stream::iter([Err(status)])) as States,
+    }))
+}
+
 /// Asks `question`; returns the first complete answer and, if the stream
 /// is still open, the stream (for `--follow`).
 pub async fn first_answer(
@@ -213,11 +226,7 @@ pub async fn first_answer(
     question: &Question,
     timing: Timing,
 ) -> (Answer, Option<States>) {
-    let mut states = match tokio::time::timeout(timing.wait, open(conns, decoder, question)).await {
-        Ok(Ok(states)) => states,
-        Ok(Err(status)) => return (failed(status), None),
-        Err(_) => return (Answer::Silent(timing.wait), None),
-    };
+    let mut states = opened(conns, decoder, question);
     let first = match tokio::time::timeout(timing.wait, states.next()).await {
         Ok(Some(Ok(state))) => state,
         Ok(Some(Err(status))) => return (failed(status), None),
@@ -228,7 +237,8 @@ pub async fn first_answer(
             };
             return (ended, None);
         }
-        // A `Get` stream sends nothing while there are no endpoints.
+        // A `Get` stream sends nothing while there are no endpoints (the
+        // original not even its response headers).
         Err(_) if question.api == Api::Get => {
             return (Answer::Value(no_endpoints_sent()), Some(states));
         }
@@ -418,5 +428,84 @@ mod tests {
             "{addrs: [], no_endpoints: {exists: true}}"
         );
         assert_eq!(no_endpoints_sent().to_string(), "{addrs: []}");
+    }
+
+    /// A destination that, like Linkerd's Go server for a Service without
+    /// ready endpoints, sends no response headers until its first message
+    /// (here: never).
+    struct Headerless;
+
+    #[tonic::async_trait]
+    impl linkerd2_proxy_api::destination::destination_server::Destination for Headerless {
+        type GetStream = futures::stream::Pending<Result<Update, tonic::Status>>;
+        type GetProfileStream = futures::stream::Pending<
+            Result<linkerd2_proxy_api::destination::DestinationProfile, tonic::Status>,
+        >;
+
+        async fn get(
+            &self,
+            _: tonic::Request<linkerd2_proxy_api::destination::GetDestination>,
+        ) -> Result<tonic::Response<Self::GetStream>, tonic::Status> {
+            std::future::pending().await
+        }
+
+        async fn get_profile(
+            &self,
+            _: tonic::Request<linkerd2_proxy_api::destination::GetDestination>,
+        ) -> Result<tonic::Response<Self::GetProfileStream>, tonic::Status> {
+            std::future::pending().await
+        }
+    }
+
+    /// Such a `Get` is the original's fail-fast difference (nothing sent
+    /// while there are no endpoints), with its stream kept for `--follow`;
+    /// a `GetProfile` that says nothing is silence.
+    #[tokio::test]
+    async fn a_get_without_response_headers_is_no_endpoints_sent_and_kept() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let at = listener.local_addr().expect("addr");
+        let server = tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(
+                    linkerd2_proxy_api::destination::destination_server::DestinationServer::new(
+                        Headerless,
+                    ),
+                )
+                .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+        );
+        let channel = Channel::from_shared(format!("http://{at}"))
+            .expect("uri")
+            .connect_lazy();
+        let conns = Conns {
+            destination: channel.clone(),
+            policy: channel,
+        };
+        let decoder = Arc::new(Decoder::new().expect("descriptors"));
+        let timing = Timing {
+            wait: Duration::from_millis(300),
+            settle: Duration::from_millis(50),
+        };
+        let question = |api| Question {
+            api,
+            target: "web.ns.svc.cluster.local:80".into(),
+            request: Request::Destination {
+                path: "web.ns.svc.cluster.local:80".into(),
+                token: String::new(),
+            },
+            client: "ns/client".into(),
+            age: None,
+        };
+        let (answer, stream) =
+            first_answer(&conns, decoder.clone(), &question(Api::Get), timing).await;
+        assert!(
+            matches!(&answer, Answer::Value(node) if *node == no_endpoints_sent()),
+            "{answer:?}"
+        );
+        assert!(stream.is_some(), "the Get stream is kept for --follow");
+        let (answer, _) = first_answer(&conns, decoder, &question(Api::GetProfile), timing).await;
+        assert!(matches!(answer, Answer::Silent(_)), "{answer:?}");
+        server.abort();
     }
 }

@@ -15,9 +15,20 @@ pub struct Known {
     pub readme: &'static str,
     /// What Meridian answers, and what the original answers.
     pub summary: &'static str,
+    /// A defect of the original rather than a choice: recognised only on
+    /// the side `--original` names, as the same pair of answers from two
+    /// Meridians (configured differently) is a real difference.
+    defect: bool,
     /// Whether it explains `meridian` (the side answering as Meridian
     /// does) against `original`.
     applies: fn(&Question, &Answer, &Answer) -> bool,
+}
+
+/// The side that runs Linkerd's own controllers (`--original`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Side {
+    A,
+    B,
 }
 
 /// Where the README documents them.
@@ -30,6 +41,7 @@ pub const KNOWN: &[Known] = &[
     Known {
         id: "get-no-endpoints",
         readme: "Fail fast",
+        defect: false,
         summary: "for a Service with no ready endpoints Meridian sends NoEndpoints; \
                   the original sends nothing (or removes what it sent)",
         applies: |q, meridian, original| {
@@ -41,12 +53,27 @@ pub const KNOWN: &[Known] = &[
     Known {
         id: "watch-lag",
         readme: "No answer depends on whether a watch has caught up.",
+        defect: false,
         summary: "for an object created a moment before, the original answers NotFound \
                   from caches that have not seen it; Meridian checks with the API server",
         applies: |q, meridian, original| {
             q.age.is_some_and(|age| age < WATCH_LAG)
                 && matches!(meridian, Answer::Value(_))
                 && original.code() == Some(tonic::Code::NotFound)
+        },
+    },
+    Known {
+        id: "original-forgets-opaque-ports",
+        readme: "A Service's opaque ports are not forgotten",
+        defect: true,
+        summary: "Meridian marks the Service's opaque port opaque on every GetProfile; \
+                  the original forgets a Service's opaque ports once its last profile \
+                  stream ended (a defect of the original), so a later stream says false",
+        applies: |q, meridian, original| {
+            q.api == Api::GetProfile
+                && service_profile_opaque(meridian) == Some(true)
+                && service_profile_opaque(original) == Some(false)
+                && only_opaque_differs(meridian, original)
         },
     },
 ];
@@ -110,17 +137,50 @@ const NOT_ASKED: &[(&str, &str)] = &[
 ];
 
 /// The known difference that explains `a` against `b`, and whether side
-/// `b` is the one answering as Meridian.
-pub fn explain(question: &Question, a: &Answer, b: &Answer) -> Option<(&'static Known, bool)> {
+/// `b` is the one answering as Meridian; `original` is the side the user
+/// said runs Linkerd's own controllers, if any.
+pub fn explain(
+    question: &Question,
+    a: &Answer,
+    b: &Answer,
+    original: Option<Side>,
+) -> Option<(&'static Known, bool)> {
     KNOWN.iter().find_map(|k| {
-        if (k.applies)(question, a, b) {
+        // A defect of the original needs the original's side named.
+        let may = |b_is_meridian: bool| {
+            !k.defect || original == Some(if b_is_meridian { Side::A } else { Side::B })
+        };
+        if may(false) && (k.applies)(question, a, b) {
             Some((k, false))
-        } else if (k.applies)(question, b, a) {
+        } else if may(true) && (k.applies)(question, b, a) {
             Some((k, true))
         } else {
             None
         }
     })
+}
+
+/// `opaque_protocol` of a Service's profile (not an endpoint's).
+fn service_profile_opaque(answer: &Answer) -> Option<bool> {
+    let Answer::Value(node) = answer else {
+        return None;
+    };
+    if node.field("endpoint").is_some() {
+        return None;
+    }
+    match node.field("opaque_protocol") {
+        Some(Node::Bool(opaque)) => Some(*opaque),
+        _ => None,
+    }
+}
+
+/// Whether two answers differ in `opaque_protocol` and nothing else.
+fn only_opaque_differs(a: &Answer, b: &Answer) -> bool {
+    let (Answer::Value(a), Answer::Value(b)) = (a, b) else {
+        return false;
+    };
+    let differences = super::diff::diff(a, b);
+    !differences.is_empty() && differences.iter().all(|d| d.path == "opaque_protocol")
 }
 
 /// (endpoints, NoEndpoints' `exists` if the state ends with one) of a `Get` answer.
@@ -189,20 +249,20 @@ mod tests {
     fn no_endpoints_against_silence_either_way_round() {
         let q = get(None);
         let (k, b_is_meridian) =
-            explain(&q, &state(0, Some(true)), &state(0, None)).expect("known");
+            explain(&q, &state(0, Some(true)), &state(0, None), None).expect("known");
         assert_eq!((k.id, b_is_meridian), ("get-no-endpoints", false));
         let (k, b_is_meridian) =
-            explain(&q, &state(0, None), &state(0, Some(true))).expect("known");
+            explain(&q, &state(0, None), &state(0, Some(true)), None).expect("known");
         assert_eq!((k.id, b_is_meridian), ("get-no-endpoints", true));
         // Endpoints on one side are a real difference.
-        assert!(explain(&q, &state(0, Some(true)), &state(1, None)).is_none());
+        assert!(explain(&q, &state(0, Some(true)), &state(1, None), None).is_none());
     }
 
     #[test]
     fn missing_service_and_watch_lag() {
         // Both answer NotFound for a Service that does not exist: an open
         // stream against NotFound is a real difference.
-        assert!(explain(&get(None), &state(0, Some(false)), &not_found()).is_none());
+        assert!(explain(&get(None), &state(0, Some(false)), &not_found(), None).is_none());
         // NotFound against an answer is explained by watch lag only for a new object.
         let profile = |age| Question {
             api: Api::GetProfile,
@@ -213,7 +273,8 @@ mod tests {
             explain(
                 &profile(Some(Duration::from_secs(600))),
                 &answer,
-                &not_found()
+                &not_found(),
+                None
             )
             .is_none()
         );
@@ -221,9 +282,54 @@ mod tests {
             &profile(Some(Duration::from_secs(2))),
             &answer,
             &not_found(),
+            None,
         )
         .expect("known");
         assert_eq!(k.id, "watch-lag");
+    }
+
+    #[test]
+    fn a_service_profile_that_forgot_its_opaque_port() {
+        let profile = |opaque: bool, routes: usize| {
+            let fields = [
+                ("opaque_protocol".to_string(), Node::Bool(opaque)),
+                (
+                    "fully_qualified_name".to_string(),
+                    Node::Str("db.demo.svc.cluster.local".into()),
+                ),
+                (
+                    "routes".to_string(),
+                    Node::List(vec![Node::Str("GET /".into()); routes]),
+                ),
+            ];
+            Answer::Value(Node::Fields(fields.into_iter().collect()))
+        };
+        let q = Question {
+            api: Api::GetProfile,
+            ..get(None)
+        };
+        let a = Some(Side::A);
+        let (k, b_is_meridian) =
+            explain(&q, &profile(false, 0), &profile(true, 0), a).expect("known");
+        assert_eq!(
+            (k.id, b_is_meridian),
+            ("original-forgets-opaque-ports", true)
+        );
+        // Without the original's side named (two Meridians may simply be
+        // configured differently), or with Meridian saying false, it is a
+        // real difference; so is one in anything else.
+        assert!(explain(&q, &profile(false, 0), &profile(true, 0), None).is_none());
+        assert!(explain(&q, &profile(true, 0), &profile(false, 0), a).is_none());
+        assert!(explain(&q, &profile(false, 0), &profile(true, 1), a).is_none());
+        // An endpoint's profile takes its opaque ports elsewhere.
+        let endpoint = |opaque| {
+            let Answer::Value(Node::Fields(mut fields)) = profile(opaque, 0) else {
+                unreachable!()
+            };
+            fields.insert("endpoint".into(), Node::Fields(Default::default()));
+            Answer::Value(Node::Fields(fields))
+        };
+        assert!(explain(&q, &endpoint(false), &endpoint(true), a).is_none());
     }
 
     /// Every bullet of the README's section is either a known difference

@@ -96,6 +96,12 @@ pub struct CompareArgs {
     /// Linkerd") also make the exit status 1.
     #[arg(long)]
     pub strict: bool,
+    /// The side that runs Linkerd's own controllers (`a` or `b`), if one
+    /// does: known defects of the original (README "Where Meridian differs
+    /// from Linkerd") are recognised on that side only, as the same pair of
+    /// answers from two Meridians is a real difference.
+    #[arg(long, value_enum, value_name = "SIDE")]
+    pub original: Option<known::Side>,
     /// `text` or `json`.
     #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
     pub output: Output,
@@ -199,12 +205,16 @@ pub async fn run(args: CompareArgs) -> anyhow::Result<i32> {
 
     let decoder = Arc::new(tree::Decoder::new()?);
     let follow = args.follow.map(Duration::from_secs);
+    let how = Asking {
+        timing,
+        follow: follow.map(|window| (window, grace)),
+        original: args.original,
+    };
     let results = ask_all(
         questions,
         (conns_a, conns_b),
         decoder,
-        timing,
-        follow.map(|window| (window, grace)),
+        how,
         args.concurrency as usize,
     )
     .await;
@@ -237,29 +247,33 @@ pub async fn run(args: CompareArgs) -> anyhow::Result<i32> {
 
 /// Asks every question of both sides, `concurrency` at a time (the
 /// follow windows overlap freely); progress on stderr every two seconds.
+/// How each question is asked and judged.
+#[derive(Clone, Copy)]
+struct Asking {
+    timing: Timing,
+    /// `--follow`'s window and `--grace`.
+    follow: Option<(Duration, Duration)>,
+    /// `--original`.
+    original: Option<known::Side>,
+}
+
 async fn ask_all(
     questions: Vec<Question>,
     conns: (Conns, Conns),
     decoder: Arc<tree::Decoder>,
-    timing: Timing,
-    follow: Option<(Duration, Duration)>,
+    how: Asking,
     concurrency: usize,
 ) -> Vec<Compared> {
     let total = questions.len();
-    let answered = Arc::new(AtomicUsize::new(0));
-    let differing = Arc::new(AtomicUsize::new(0));
+    let counts = Arc::new(Progress::default());
     let progress = {
-        let (answered, differing) = (answered.clone(), differing.clone());
+        let counts = counts.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_secs(2));
             tick.tick().await;
             loop {
                 tick.tick().await;
-                eprintln!(
-                    "compare: {}/{total} answered, {} differ",
-                    answered.load(Ordering::Relaxed),
-                    differing.load(Ordering::Relaxed)
-                );
+                eprintln!("compare: {}", counts.line(total));
             }
         })
     };
@@ -269,13 +283,13 @@ async fn ask_all(
         futures::stream::iter(questions.into_iter().enumerate())
             .map(|(i, question)| {
                 let (permits, conns, decoder) = (permits.clone(), conns.clone(), decoder.clone());
-                let (answered, differing) = (answered.clone(), differing.clone());
+                let counts = counts.clone();
                 async move {
                     let compared =
-                        compare_one(question, &conns, decoder, timing, follow, &permits).await;
-                    answered.fetch_add(1, Ordering::Relaxed);
+                        compare_one(question, &conns, decoder, how, &permits, &counts).await;
+                    counts.done.fetch_add(1, Ordering::Relaxed);
                     if !matches!(compared.verdict, Verdict::Equal) {
-                        differing.fetch_add(1, Ordering::Relaxed);
+                        counts.differing.fetch_add(1, Ordering::Relaxed);
                     }
                     (i, compared)
                 }
@@ -289,23 +303,52 @@ async fn ask_all(
     results.into_iter().map(|(_, c)| c).collect()
 }
 
+/// Where the asking stands, for the progress line: questions with both
+/// first answers, those whose follow window also ended, and those that
+/// differ (counted once done).
+#[derive(Default)]
+struct Progress {
+    answered: AtomicUsize,
+    done: AtomicUsize,
+    differing: AtomicUsize,
+}
+
+impl Progress {
+    fn line(&self, total: usize) -> String {
+        let answered = self.answered.load(Ordering::Relaxed);
+        let following = answered.saturating_sub(self.done.load(Ordering::Relaxed));
+        let differing = self.differing.load(Ordering::Relaxed);
+        if following == 0 {
+            format!("{answered}/{total} answered, {differing} differ")
+        } else {
+            format!("{answered}/{total} answered, {following} following, {differing} differ")
+        }
+    }
+}
+
 async fn compare_one(
     question: Question,
     conns: &(Conns, Conns),
     decoder: Arc<tree::Decoder>,
-    timing: Timing,
-    follow: Option<(Duration, Duration)>,
+    how: Asking,
     permits: &tokio::sync::Semaphore,
+    counts: &Progress,
 ) -> Compared {
+    let Asking {
+        timing,
+        follow,
+        original,
+    } = how;
     let permit = permits.acquire().await;
     let ((a, stream_a), (b, stream_b)) = tokio::join!(
         ask::first_answer(&conns.0, decoder.clone(), &question, timing),
         ask::first_answer(&conns.1, decoder, &question, timing),
     );
     drop(permit);
+    counts.answered.fetch_add(1, Ordering::Relaxed);
     let asked = !matches!(a, Answer::Unreachable(_)) && !matches!(b, Answer::Unreachable(_));
     let Some((window, grace)) = follow.filter(|_| asked) else {
-        let verdict = judge(&question, &a, &b);
+        let verdict = judge(&question, &a, &b, original);
         return Compared {
             question,
             a,
@@ -323,7 +366,7 @@ async fn compare_one(
     )
     .await;
     let verdict = match &divergence {
-        Some(d) => judge(&question, &d.a, &d.b),
+        Some(d) => judge(&question, &d.a, &d.b, original),
         None => Verdict::Equal,
     };
     let (a, b) = match &divergence {
@@ -354,7 +397,7 @@ pub fn answer_differences(a: &Answer, b: &Answer) -> Vec<Difference> {
 }
 
 /// Equal, a known difference, one side failing, or different.
-fn judge(question: &Question, a: &Answer, b: &Answer) -> Verdict {
+fn judge(question: &Question, a: &Answer, b: &Answer, original: Option<known::Side>) -> Verdict {
     let unreachable: Vec<String> = [("a", a), ("b", b)]
         .iter()
         .filter_map(|(side, answer)| match answer {
@@ -369,7 +412,7 @@ fn judge(question: &Question, a: &Answer, b: &Answer) -> Verdict {
     if differences.is_empty() {
         return Verdict::Equal;
     }
-    if let Some((known, b_is_meridian)) = known::explain(question, a, b) {
+    if let Some((known, b_is_meridian)) = known::explain(question, a, b, original) {
         return Verdict::Known {
             known,
             b_is_meridian,
@@ -380,4 +423,20 @@ fn judge(question: &Question, a: &Answer, b: &Answer) -> Verdict {
         return Verdict::FailedOneSide(differences);
     }
     Verdict::Different(differences)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_counts_answers_before_their_follow_window_ends() {
+        let counts = Progress::default();
+        assert_eq!(counts.line(75), "0/75 answered, 0 differ");
+        counts.answered.fetch_add(3, Ordering::Relaxed);
+        assert_eq!(counts.line(75), "3/75 answered, 3 following, 0 differ");
+        counts.done.fetch_add(3, Ordering::Relaxed);
+        counts.differing.fetch_add(1, Ordering::Relaxed);
+        assert_eq!(counts.line(75), "3/75 answered, 1 differ");
+    }
 }

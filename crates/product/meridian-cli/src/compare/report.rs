@@ -337,7 +337,7 @@ mod tests {
     }
 
     fn compared(question: Question, a: Answer, b: Answer) -> Compared {
-        let verdict = judge(&question, &a, &b);
+        let verdict = judge(&question, &a, &b, None);
         Compared {
             question,
             a,

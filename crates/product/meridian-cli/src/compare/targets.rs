@@ -1,7 +1,9 @@
 //! The questions, from the cluster's own objects: for every Service port,
 //! `Get` and `GetProfile` by name and, for a ClusterIP, `GetProfile` and
 //! the outbound policy of `ClusterIP:port` (what a proxy asks for a
-//! connection to it); for every meshed pod, the inbound policy of each
+//! connection to it); for every pod, `GetProfile` of `podIP:port` for each
+//! container port and, for a StatefulSet's pods, `Get` and `GetProfile`
+//! of their hostnames; for every meshed pod, the inbound policy of each
 //! container port and of its proxy's admin port. Each is asked as a client
 //! pod: `--as`, or a synthetic one per namespace (`meridian-compare` on the
 //! first Node), with the context token and workload a proxy sends, as the
@@ -66,6 +68,27 @@ impl ClientPod {
 
     fn name(&self) -> String {
         format!("{}/{}", self.namespace, self.pod)
+    }
+
+    /// `api` of `request` about `target`, asked as this client.
+    fn ask(&self, api: Api, target: String, request: Request, age: Option<Duration>) -> Question {
+        Question {
+            api,
+            target,
+            request,
+            client: self.name(),
+            age,
+        }
+    }
+
+    /// `api` of the destination API for `path` (an authority or
+    /// `ip:port`), with this client's context token.
+    fn ask_destination(&self, api: Api, path: String, age: Option<Duration>) -> Question {
+        let request = Request::Destination {
+            path: path.clone(),
+            token: self.context_token(),
+        };
+        self.ask(api, path, request, age)
     }
 }
 
@@ -132,6 +155,7 @@ pub async fn questions(kube: &Client, scope: &Scope<'_>) -> anyhow::Result<Vec<Q
         out.extend(pod_questions(
             pod,
             &client_for(&ns),
+            scope.cluster_domain,
             age(&pod.metadata.creation_timestamp, now),
         ));
     }
@@ -167,7 +191,6 @@ pub fn service_questions(
         .cluster_ip
         .as_deref()
         .and_then(|ip| ip.parse::<std::net::IpAddr>().ok());
-    let token = client.context_token();
     let mut out = Vec::new();
     for port in spec.ports.iter().flatten() {
         if port.protocol.as_deref().is_some_and(|p| p != "TCP") {
@@ -177,61 +200,54 @@ pub fn service_questions(
             continue;
         };
         let authority = format!("{name}.{ns}.svc.{domain}:{number}");
-        let ask = |api, target: String, request| Question {
-            api,
-            target,
-            request,
-            client: client.name(),
-            age,
-        };
         for api in [Api::Get, Api::GetProfile] {
-            let request = Request::Destination {
-                path: authority.clone(),
-                token: token.clone(),
-            };
-            out.push(ask(api, authority.clone(), request));
+            out.push(client.ask_destination(api, authority.clone(), age));
         }
         if let Some(ip) = cluster_ip {
             let addr = SocketAddr::new(ip, number);
-            let request = Request::Destination {
-                path: addr.to_string(),
-                token: token.clone(),
-            };
-            out.push(ask(Api::GetProfile, addr.to_string(), request));
+            out.push(client.ask_destination(Api::GetProfile, addr.to_string(), age));
             let request = Request::Outbound {
                 addr,
                 workload: client.workload(),
             };
-            out.push(ask(Api::Outbound, addr.to_string(), request));
+            out.push(client.ask(Api::Outbound, addr.to_string(), request, age));
         }
     }
     out
 }
 
-/// The inbound questions about a meshed pod with an IP: each TCP port of
-/// its application containers, and its proxy's admin port.
-pub fn pod_questions(pod: &Pod, client: &ClientPod, age: Option<Duration>) -> Vec<Question> {
+/// The questions about a pod with an IP of its own (not the host's): for
+/// each TCP port of its application containers, `GetProfile` of
+/// `podIP:port` (what a proxy asks for a connection straight to the pod)
+/// and, with a hostname and subdomain (a StatefulSet's pods), `Get` and
+/// `GetProfile` of `<hostname>.<subdomain>.<ns>.svc.<domain>:port`; for a
+/// meshed pod, the inbound policy of each of those ports and of its
+/// proxy's admin port.
+pub fn pod_questions(
+    pod: &Pod,
+    client: &ClientPod,
+    domain: &str,
+    age: Option<Duration>,
+) -> Vec<Question> {
     let meshed = pod
         .metadata
         .labels
         .as_ref()
         .is_some_and(|l| l.contains_key(labels::CONTROL_PLANE_NS));
-    let has_ip = pod
+    let ip = pod
         .status
         .as_ref()
         .and_then(|s| s.pod_ip.as_deref())
-        .is_some_and(|ip| !ip.is_empty());
-    let (Some(spec), true, true) = (&pod.spec, meshed, has_ip) else {
+        .and_then(|ip| ip.parse::<std::net::IpAddr>().ok());
+    let (Some(spec), Some(ip)) = (&pod.spec, ip) else {
         return Vec::new();
     };
+    if spec.host_network == Some(true) {
+        return Vec::new();
+    }
     let ns = pod.metadata.namespace.clone().unwrap_or_default();
     let name = pod.metadata.name.clone().unwrap_or_default();
-    let all = spec
-        .containers
-        .iter()
-        .chain(spec.init_containers.iter().flatten());
-    let proxy = all.clone().find(|c| c.name == PROXY_CONTAINER);
-    let mut ports: Vec<u16> = spec
+    let mut app_ports: Vec<u16> = spec
         .containers
         .iter()
         .filter(|c| c.name != PROXY_CONTAINER)
@@ -239,22 +255,44 @@ pub fn pod_questions(pod: &Pod, client: &ClientPod, age: Option<Duration>) -> Ve
         .filter(|p| p.protocol.as_deref().is_none_or(|p| p == "TCP"))
         .filter_map(|p| u16::try_from(p.container_port).ok())
         .collect();
-    ports.push(proxy.map_or(DEFAULT_ADMIN_PORT, admin_port));
-    ports.sort_unstable();
-    ports.dedup();
-    ports
-        .into_iter()
-        .map(|port| Question {
-            api: Api::Inbound,
-            target: format!("{ns}/{name}:{port}"),
-            request: Request::Inbound {
-                workload: workload(&ns, &name),
-                port: u32::from(port),
-            },
-            client: client.name(),
-            age,
-        })
-        .collect()
+    app_ports.sort_unstable();
+    app_ports.dedup();
+    let mut out = Vec::new();
+    let host = match (spec.hostname.as_deref(), spec.subdomain.as_deref()) {
+        (Some(host), Some(sub)) if !host.is_empty() && !sub.is_empty() => {
+            Some(format!("{host}.{sub}.{ns}.svc.{domain}"))
+        }
+        _ => None,
+    };
+    for &port in &app_ports {
+        let addr = SocketAddr::new(ip, port).to_string();
+        out.push(client.ask_destination(Api::GetProfile, addr, age));
+        if let Some(host) = &host {
+            for api in [Api::Get, Api::GetProfile] {
+                out.push(client.ask_destination(api, format!("{host}:{port}"), age));
+            }
+        }
+    }
+    if !meshed {
+        return out;
+    }
+    let all = spec
+        .containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten());
+    let proxy = all.clone().find(|c| c.name == PROXY_CONTAINER);
+    let mut inbound = app_ports;
+    inbound.push(proxy.map_or(DEFAULT_ADMIN_PORT, admin_port));
+    inbound.sort_unstable();
+    inbound.dedup();
+    out.extend(inbound.into_iter().map(|port| {
+        let request = Request::Inbound {
+            workload: workload(&ns, &name),
+            port: u32::from(port),
+        };
+        client.ask(Api::Inbound, format!("{ns}/{name}:{port}"), request, age)
+    }));
+    out
 }
 
 /// The proxy's admin port: `LINKERD2_PROXY_ADMIN_LISTEN_ADDR`, else its
@@ -370,33 +408,47 @@ mod tests {
     }
 
     #[test]
-    fn meshed_pods_give_their_ports_and_the_admin_port() {
-        let pod = |labels: serde_json::Value| -> Pod {
+    fn pods_give_their_ip_ports_hostnames_and_if_meshed_inbound_ports() {
+        let pod = |labels: serde_json::Value, spec: serde_json::Value| -> Pod {
+            let mut spec = spec;
+            spec["containers"] = serde_json::json!([
+                {"name": "app", "ports": [{"containerPort": 8080}, {"containerPort": 9000, "protocol": "UDP"}]},
+                {"name": "linkerd-proxy", "ports": [{"name": "linkerd-proxy", "containerPort": 4143},
+                    {"name": "linkerd-admin", "containerPort": 4191}],
+                 "env": [{"name": "LINKERD2_PROXY_ADMIN_LISTEN_ADDR", "value": "0.0.0.0:4199"}]},
+            ]);
             serde_json::from_value(serde_json::json!({
                 "metadata": {"name": "web-0", "namespace": "demo", "labels": labels},
-                "spec": {"containers": [
-                    {"name": "app", "ports": [{"containerPort": 8080}, {"containerPort": 9000, "protocol": "UDP"}]},
-                    {"name": "linkerd-proxy", "ports": [{"name": "linkerd-proxy", "containerPort": 4143},
-                        {"name": "linkerd-admin", "containerPort": 4191}],
-                     "env": [{"name": "LINKERD2_PROXY_ADMIN_LISTEN_ADDR", "value": "0.0.0.0:4199"}]},
-                ]},
+                "spec": spec,
                 "status": {"podIP": "10.0.0.9"},
             }))
             .expect("pod")
         };
-        let qs = pod_questions(
-            &pod(serde_json::json!({"linkerd.io/control-plane-ns": "linkerd"})),
-            &client(),
-            None,
-        );
-        let titles: Vec<String> = qs.iter().map(Question::title).collect();
+        let titles = |pod: &Pod| -> Vec<String> {
+            pod_questions(pod, &client(), "cluster.local", None)
+                .iter()
+                .map(Question::title)
+                .collect()
+        };
+        let meshed = serde_json::json!({"linkerd.io/control-plane-ns": "linkerd"});
         assert_eq!(
-            titles,
+            titles(&pod(meshed.clone(), serde_json::json!({}))),
             [
+                "Destination.GetProfile 10.0.0.9:8080",
                 "InboundServerPolicies.WatchPort demo/web-0:4199",
                 "InboundServerPolicies.WatchPort demo/web-0:8080",
             ]
         );
-        assert!(pod_questions(&pod(serde_json::json!({})), &client(), None).is_empty());
+        let stateful = serde_json::json!({"hostname": "web-0", "subdomain": "web"});
+        assert_eq!(
+            titles(&pod(serde_json::json!({}), stateful)),
+            [
+                "Destination.GetProfile 10.0.0.9:8080",
+                "Destination.Get web-0.web.demo.svc.cluster.local:8080",
+                "Destination.GetProfile web-0.web.demo.svc.cluster.local:8080",
+            ]
+        );
+        let host_network = serde_json::json!({"hostNetwork": true});
+        assert!(titles(&pod(meshed, host_network)).is_empty());
     }
 }

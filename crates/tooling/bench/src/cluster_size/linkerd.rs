@@ -217,6 +217,9 @@ fn print_ratios(rows: &[Row]) {
         axes.push(axis("CPU from start to Ready", "s", &|r| {
             Some(r.idle.ready_cpu)
         }));
+        axes.push(axis("CPU from start until first quiet", "s", &|r| {
+            r.idle.listed_cpu
+        }));
         axes.push(axis("RSS, settled", "MB", &|r| Some(mb(r.idle.rss.total))));
         axes.push(axis("heap in use, settled", "MB", &|r| r.idle.heap.map(mb)));
         axes.push(axis("peak RSS until settled", "MB", &|r| {
@@ -259,9 +262,9 @@ fn print_ratios(rows: &[Row]) {
     };
     for (name, unit, f) in [
         (
-            "CPU from start to Ready",
+            "CPU from start until first quiet",
             "s",
-            &(|r: &Row| r.idle.ready_cpu) as &dyn Fn(&Row) -> f64,
+            &(|r: &Row| r.idle.listed_cpu.unwrap_or(f64::NAN)) as &dyn Fn(&Row) -> f64,
         ),
         ("RSS, settled", "MB", &|r: &Row| {
             r.idle.rss.total as f64 / 1e6
@@ -280,9 +283,12 @@ fn print_ratios(rows: &[Row]) {
     println!("| axis | Meridian | Linkerd 2.20 | Linkerd / Meridian |");
     println!("|---|---|---|---|");
     for a in &axes {
-        let fig = |v: Option<f64>| v.map_or("–".to_string(), |v| format_figure(v, a.unit));
+        let fig = |v: Option<f64>| {
+            v.filter(|v| v.is_finite())
+                .map_or("–".to_string(), |v| format_figure(v, a.unit))
+        };
         let ratio = match (a.meridian, a.linkerd) {
-            (Some(m), Some(l)) if m > 0.0 => format!("{:.2}×", l / m),
+            (Some(m), Some(l)) if m > 0.0 && l.is_finite() => format!("{:.2}×", l / m),
             _ => "–".into(),
         };
         println!(

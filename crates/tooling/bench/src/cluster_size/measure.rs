@@ -91,19 +91,15 @@ pub const OPAQUE_PORTS: &str = "25,587,3306,4444,5432,6379,9300,11211";
 pub const MESHED_HTTP2_CLIENT_PARAMS: &str =
     r#"{"keep_alive":{"interval":{"seconds":10},"timeout":{"seconds":3},"while_idle":true}}"#;
 
-/// Starts `bin` as `kind` on `cluster`; for Meridian's destination,
+/// Starts Meridian's `bin` as `kind` on `cluster`; its destination
 /// following the policy controller at `policy` (the pod's shape), else with
-/// its link down. Linkerd's destination reads Servers itself and takes no
-/// such link.
+/// its link down. (Linkerd's binaries: [`super::linkerd::start`].)
 pub async fn start(
     cluster: &local_cluster::Cluster,
     kind: Kind,
     bin: &Binary,
     policy: Option<std::net::SocketAddr>,
 ) -> anyhow::Result<(Server, Duration)> {
-    if bin.flavor == Flavor::Linkerd {
-        return super::linkerd::start(cluster, kind, bin).await;
-    }
     let mut extra = vec!["--audit-interval-secs=0".to_string()];
     let grpc_flag = match kind {
         Kind::Destination => {
@@ -144,6 +140,12 @@ pub struct Idle {
     pub ready_wall: Duration,
     /// Process CPU seconds then (the initial list).
     pub ready_cpu: f64,
+    /// Process CPU seconds once it first went quiet after Ready (under 2 %
+    /// of a CPU for two seconds): the initial lists read and indexed, also
+    /// for a server whose `/ready` does not wait for them (Linkerd's policy
+    /// controller answers 200 before its indexes are filled). `None` if it
+    /// did not go quiet within two minutes.
+    pub listed_cpu: Option<f64>,
     /// RSS `settle` after Ready.
     pub rss: Rss,
     /// The most RSS the process had until then (`VmHWM`): what the
@@ -161,6 +163,9 @@ pub struct Idle {
 pub async fn idle(server: &Server, ready_wall: Duration, settle: Duration) -> anyhow::Result<Idle> {
     let pid = server.pid;
     let ready_cpu = cpu_seconds(pid).unwrap_or_default();
+    let listed_cpu = wait_quiet(pid, 0.0, Duration::from_secs(120))
+        .await
+        .then(|| cpu_seconds(pid).unwrap_or_default());
     tokio::time::sleep(settle).await;
     let rss = rss(pid).ok_or_else(|| anyhow::anyhow!("no RSS for pid {pid}"))?;
     let peak_rss = peak_rss_bytes(pid).unwrap_or_default();
@@ -171,6 +176,7 @@ pub async fn idle(server: &Server, ready_wall: Duration, settle: Duration) -> an
     Ok(Idle {
         ready_wall,
         ready_cpu,
+        listed_cpu,
         rss,
         peak_rss,
         heap,

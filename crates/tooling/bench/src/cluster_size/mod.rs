@@ -167,7 +167,7 @@ async fn measure_all(args: Args) -> anyhow::Result<Vec<Row>> {
         }
         crate::common::pin(!args.no_pin);
         for bin in &args.policy_bin {
-            let (mut server, wall) = measure::start(&cluster, Kind::Policy, bin, None).await?;
+            let (mut server, wall) = start(&cluster, Kind::Policy, bin, None).await?;
             let row = measure_row(
                 &args,
                 &client,
@@ -193,8 +193,7 @@ async fn measure_all(args: Args) -> anyhow::Result<Vec<Row>> {
                     .nth(i)
                     .or(args.policy_bin.first())
                     .ok_or_else(|| anyhow::anyhow!("no --policy-bin"))?;
-                let (server, _) =
-                    measure::start(&cluster, Kind::Policy, companion_bin, None).await?;
+                let (server, _) = start(&cluster, Kind::Policy, companion_bin, None).await?;
                 companion = Some(server);
             }
             // (A build from before the feed had its own listener served it on
@@ -202,7 +201,7 @@ async fn measure_all(args: Args) -> anyhow::Result<Vec<Row>> {
             let feed = companion
                 .as_ref()
                 .map(|c| c.workload_ports.unwrap_or(c.grpc));
-            let (mut server, wall) = measure::start(&cluster, Kind::Destination, bin, feed).await?;
+            let (mut server, wall) = start(&cluster, Kind::Destination, bin, feed).await?;
             let mut row = measure_row(
                 &args,
                 &client,
@@ -248,6 +247,20 @@ async fn measure_all(args: Args) -> anyhow::Result<Vec<Row>> {
         let _ = std::fs::remove_dir_all(&work_dir);
     }
     Ok(rows)
+}
+
+/// Starts `bin` as `kind`, as its flavor is started (Linkerd's
+/// destination reads Servers itself and takes no `policy` link).
+async fn start(
+    cluster: &local_cluster::Cluster,
+    kind: Kind,
+    bin: &Binary,
+    policy: Option<std::net::SocketAddr>,
+) -> anyhow::Result<(crate::common::Server, Duration)> {
+    match bin.flavor {
+        Flavor::Meridian => measure::start(cluster, kind, bin, policy).await,
+        Flavor::Linkerd => linkerd::start(cluster, kind, bin).await,
+    }
 }
 
 /// A started binary's figures: Ready and settled, then (with fixtures)
@@ -308,12 +321,17 @@ fn per_pod(row: &Row, rows: &[Row]) -> Option<(i64, i64)> {
 
 fn print_row(row: &Row, rows: &[Row]) {
     println!(
-        "  {} [{}] at {} pods: Ready after {:.2} s wall, CPU at Ready (initial list) {:.2} s; {} s later RSS {:.1} MB, anonymous {:.1} MB; peak RSS until then {:.1} MB",
+        "  {} [{}] at {} pods: Ready after {:.2} s wall, CPU at Ready (initial list) {:.2} s, when first quiet {}; {} s later RSS {:.1} MB, anonymous {:.1} MB; peak RSS until then {:.1} MB",
         row.kind.name(),
         row.label,
         row.pods,
         row.idle.ready_wall.as_secs_f64(),
         row.idle.ready_cpu,
+        row.idle
+            .listed_cpu
+            .map_or("NOT QUIET within 120 s".to_string(), |c| format!(
+                "{c:.2} s"
+            )),
         row.idle.settle.as_secs(),
         mb(row.idle.rss.total),
         mb(row.idle.rss.anon),
@@ -332,9 +350,9 @@ fn print_summary(rows: &[Row]) {
         "\nsummary (RSS and anonymous RSS settled after Ready; per pod against the same binary at 0 pods; peak: the most RSS from start until then):"
     );
     println!(
-        "| binary | build | pods | CPU at Ready (s) | RSS (MB) | anon (MB) | RSS/pod (B) | anon/pod (B) | peak RSS (MB) | CPU/flip → not Ready (ms) | CPU/flip → Ready (ms) | flip write errors |"
+        "| binary | build | pods | CPU at Ready (s) | CPU when first quiet (s) | RSS (MB) | anon (MB) | RSS/pod (B) | anon/pod (B) | peak RSS (MB) | CPU/flip → not Ready (ms) | CPU/flip → Ready (ms) | flip write errors |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for row in rows {
         let (total, anon) = per_pod(row, rows)
             .filter(|_| row.pods > 0)
@@ -352,11 +370,14 @@ fn print_summary(rows: &[Row]) {
         };
         let errors: usize = row.bursts.iter().map(|b| b.errors).sum();
         println!(
-            "| {} | {} | {} | {:.2} | {:.1} | {:.1} | {total} | {anon} | {:.1} | {} | {} | {errors} |",
+            "| {} | {} | {} | {:.2} | {} | {:.1} | {:.1} | {total} | {anon} | {:.1} | {} | {} | {errors} |",
             row.kind.name(),
             row.label,
             row.pods,
             row.idle.ready_cpu,
+            row.idle
+                .listed_cpu
+                .map_or("not quiet".to_string(), |c| format!("{c:.2}")),
             mb(row.idle.rss.total),
             mb(row.idle.rss.anon),
             mb(row.idle.peak_rss),

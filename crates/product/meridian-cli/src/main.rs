@@ -76,9 +76,10 @@ enum Command {
     /// 0 when all pass).
     Explain(explain::ExplainArgs),
     /// Asks two control planes (e.g. Linkerd 2.20's and Meridian's shadow)
-    /// the questions their proxies ask about the cluster's Services and
-    /// meshed pods, and shows every difference (exit status 0 when all are
-    /// equal, 1 when one differs, 2 when it could not ask).
+    /// the questions their proxies ask about the cluster's Services, pods,
+    /// ExternalWorkloads and EgressNetworks, and shows every difference
+    /// (exit status 0 when all are equal, 1 when one differs, 2 when it
+    /// could not ask).
     Compare(Box<compare::CompareArgs>),
     /// Says, through the Kubernetes API, which images and versions run in
     /// each controller container of the destination Deployment's pods and
@@ -185,7 +186,7 @@ async fn main() -> anyhow::Result<()> {
 }
 
 async fn profile(addr: &str, path: String, token: String) -> anyhow::Result<()> {
-    let mut client = DestinationClient::connect(addr.to_string())
+    let mut client = DestinationClient::connect(compare::url(addr))
         .await
         .with_context(|| format!("connecting to {addr}"))?;
     let request = GetDestination {
@@ -208,7 +209,7 @@ async fn profile(addr: &str, path: String, token: String) -> anyhow::Result<()> 
 }
 
 async fn get(addr: &str, path: String, token: String) -> anyhow::Result<()> {
-    let mut client = DestinationClient::connect(addr.to_string())
+    let mut client = DestinationClient::connect(compare::url(addr))
         .await
         .with_context(|| format!("connecting to {addr}"))?;
     let request = GetDestination {
@@ -258,7 +259,7 @@ async fn policy(
     token: String,
 ) -> anyhow::Result<()> {
     use linkerd2_proxy_api::{inbound, outbound};
-    let channel = tonic::transport::Endpoint::from_shared(addr.clone())
+    let channel = tonic::transport::Endpoint::from_shared(compare::url(&addr))
         .with_context(|| format!("invalid address {addr}"))?
         .connect()
         .await

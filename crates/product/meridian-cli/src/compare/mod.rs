@@ -6,15 +6,19 @@
 //! question could not be asked.
 //!
 //! - [`sides`]: the two sides' addresses, direct or port-forwarded;
-//! - [`targets`]: the questions, from the cluster's Services and pods;
+//! - [`targets`]: the questions, from the cluster's Services and pods,
+//!   each asked as a [`client`] pod;
+//!   [`outside`]: from its ExternalWorkloads and EgressNetworks;
 //! - [`ask`]: one call's first complete answer, and `--follow`;
 //! - [`tree`] and [`diff`]: answers by field name, normalised, compared;
 //! - [`known`]: the README's deliberate differences, as data;
 //! - [`report`]: the table, the blocks, `-o json`.
 
 mod ask;
+mod client;
 mod diff;
 mod known;
+mod outside;
 mod question;
 mod report;
 mod sides;
@@ -37,6 +41,7 @@ use ask::{Conns, Divergence, Timing};
 use diff::Difference;
 use known::Known;
 use question::{Answer, Question};
+pub(crate) use sides::url;
 
 /// `compare`'s arguments.
 #[derive(Args, Debug)]

@@ -9,13 +9,15 @@ use super::tree::Node;
 /// The API called.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Api {
-    /// `Destination.Get` for a Service name.
+    /// `Destination.Get` for a Service name or a pod's hostname.
     Get,
-    /// `Destination.GetProfile` for a Service name or a ClusterIP.
+    /// `Destination.GetProfile` for a Service name, a ClusterIP, a pod's
+    /// hostname or `ip:port` of a pod or an ExternalWorkload.
     GetProfile,
-    /// `OutboundPolicies.Watch` for a ClusterIP.
+    /// `OutboundPolicies.Watch` for a ClusterIP or an egress address.
     Outbound,
-    /// `InboundServerPolicies.WatchPort` for a meshed pod's port.
+    /// `InboundServerPolicies.WatchPort` for a port of a meshed pod or an
+    /// ExternalWorkload.
     Inbound,
 }
 
@@ -128,4 +130,21 @@ pub fn code_name(code: tonic::Code) -> &'static str {
         C::DataLoss => "DataLoss",
         C::Unauthenticated => "Unauthenticated",
     }
+}
+
+/// The time since the epoch.
+pub fn now_since_epoch() -> Duration {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+}
+
+/// How long before `now` (since the epoch) an object was created.
+pub fn age(
+    created: &Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    now: Duration,
+) -> Option<Duration> {
+    let created = created.as_ref()?.0.as_second();
+    let created = Duration::from_secs(u64::try_from(created).ok()?);
+    Some(now.saturating_sub(created))
 }

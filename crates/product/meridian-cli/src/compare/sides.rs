@@ -95,7 +95,8 @@ pub async fn resolve(
     })
 }
 
-fn url(addr: &str) -> String {
+/// `addr` as a URL: `http://` unless it names a scheme.
+pub(crate) fn url(addr: &str) -> String {
     if addr.contains("://") {
         addr.to_string()
     } else {

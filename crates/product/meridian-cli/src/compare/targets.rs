@@ -13,13 +13,13 @@ use std::{net::SocketAddr, time::Duration};
 
 use anyhow::Context;
 use k8s_api::labels;
-use k8s_openapi::{
-    api::core::v1::{Container, Node as KubeNode, Pod, Service},
-    apimachinery::pkg::apis::meta::v1::Time,
-};
+use k8s_openapi::api::core::v1::{Container, Node as KubeNode, Pod, Service};
 use kube::{Api as KubeApi, Client, api::ListParams};
 
-use super::question::{Api, Question, Request};
+use super::{
+    client::{ClientPod, workload},
+    question::{Api, Question, Request, age, now_since_epoch},
+};
 
 /// The synthetic client's pod name.
 pub const SYNTHETIC_POD: &str = "meridian-compare";
@@ -40,65 +40,6 @@ pub struct Scope<'a> {
     pub client: Option<&'a str>,
     /// The namespace of an `--as` pod given without one.
     pub default_namespace: &'a str,
-}
-
-/// A client pod, as its proxy introduces itself.
-#[derive(Clone, Debug)]
-pub struct ClientPod {
-    pub namespace: String,
-    pub pod: String,
-    pub node: String,
-}
-
-impl ClientPod {
-    /// `LINKERD2_PROXY_DESTINATION_CONTEXT` as the chart renders it.
-    pub fn context_token(&self) -> String {
-        format!(
-            "{{\"ns\":{}, \"nodeName\":{}, \"pod\":{}}}\n",
-            json(&self.namespace),
-            json(&self.node),
-            json(&self.pod)
-        )
-    }
-
-    /// `LINKERD2_PROXY_POLICY_WORKLOAD` as the chart renders it.
-    pub fn workload(&self) -> String {
-        workload(&self.namespace, &self.pod)
-    }
-
-    fn name(&self) -> String {
-        format!("{}/{}", self.namespace, self.pod)
-    }
-
-    /// `api` of `request` about `target`, asked as this client.
-    fn ask(&self, api: Api, target: String, request: Request, age: Option<Duration>) -> Question {
-        Question {
-            api,
-            target,
-            request,
-            client: self.name(),
-            age,
-        }
-    }
-
-    /// `api` of the destination API for `path` (an authority or
-    /// `ip:port`), with this client's context token.
-    fn ask_destination(&self, api: Api, path: String, age: Option<Duration>) -> Question {
-        let request = Request::Destination {
-            path: path.clone(),
-            token: self.context_token(),
-        };
-        self.ask(api, path, request, age)
-    }
-}
-
-fn json(s: &str) -> String {
-    serde_json::Value::from(s).to_string()
-}
-
-/// The policy workload of a pod, as its proxy sends it.
-pub fn workload(namespace: &str, pod: &str) -> String {
-    format!("{{\"ns\":{}, \"pod\":{}}}\n", json(namespace), json(pod))
 }
 
 /// Every question in scope, in a stable order (namespace, object, port, API).
@@ -159,20 +100,16 @@ pub async fn questions(kube: &Client, scope: &Scope<'_>) -> anyhow::Result<Vec<Q
             age(&pod.metadata.creation_timestamp, now),
         ));
     }
+    let (workloads, egress) = super::outside::list(kube, scope.namespace, &params).await;
+    for ew in &workloads {
+        let ns = ew.metadata.namespace.clone().unwrap_or_default();
+        out.extend(super::outside::workload_questions(ew, &client_for(&ns)));
+    }
+    for network in &egress {
+        let ns = network.metadata.namespace.clone().unwrap_or_default();
+        out.extend(super::outside::egress_question(network, &client_for(&ns)));
+    }
     Ok(out)
-}
-
-/// The time since the epoch.
-fn now_since_epoch() -> Duration {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-}
-
-fn age(created: &Option<Time>, now: Duration) -> Option<Duration> {
-    let created = created.as_ref()?.0.as_second();
-    let created = Duration::from_secs(u64::try_from(created).ok()?);
-    Some(now.saturating_sub(created))
 }
 
 /// The questions about one Service's TCP ports.

@@ -255,20 +255,18 @@ fn print_ratios(rows: &[Row]) {
             }
         }
     }
-    let pod = |f: &dyn Fn(&Row) -> f64, flavor: Flavor| {
+    // The pod's two containers together (a figure either lacks: none).
+    type Figure<'a> = &'a dyn Fn(&Row) -> Option<f64>;
+    let pod = |f: Figure<'_>, flavor: Flavor| {
         let d = find(Kind::Destination, flavor)?;
         let p = find(Kind::Policy, flavor)?;
-        Some(f(d) + f(p))
+        Some(f(d)? + f(p)?)
     };
+    let listed: Figure<'_> = &|r| r.idle.listed_cpu;
+    let rss: Figure<'_> = &|r| Some(r.idle.rss.total as f64 / 1e6);
     for (name, unit, f) in [
-        (
-            "CPU from start until first quiet",
-            "s",
-            &(|r: &Row| r.idle.listed_cpu.unwrap_or(f64::NAN)) as &dyn Fn(&Row) -> f64,
-        ),
-        ("RSS, settled", "MB", &|r: &Row| {
-            r.idle.rss.total as f64 / 1e6
-        }),
+        ("CPU from start until first quiet", "s", listed),
+        ("RSS, settled", "MB", rss),
     ] {
         axes.push(Axis {
             name: format!("pod (destination + policy-controller) {name}"),
@@ -283,12 +281,9 @@ fn print_ratios(rows: &[Row]) {
     println!("| axis | Meridian | Linkerd 2.20 | Linkerd / Meridian |");
     println!("|---|---|---|---|");
     for a in &axes {
-        let fig = |v: Option<f64>| {
-            v.filter(|v| v.is_finite())
-                .map_or("–".to_string(), |v| format_figure(v, a.unit))
-        };
+        let fig = |v: Option<f64>| v.map_or("–".to_string(), |v| format_figure(v, a.unit));
         let ratio = match (a.meridian, a.linkerd) {
-            (Some(m), Some(l)) if m > 0.0 && l.is_finite() => format!("{:.2}×", l / m),
+            (Some(m), Some(l)) if m > 0.0 => format!("{:.2}×", l / m),
             _ => "–".into(),
         };
         println!(

@@ -69,27 +69,42 @@ pub async fn questions(kube: &Client, scope: &Scope<'_>) -> anyhow::Result<Vec<Q
         Some(client) => Some(client_pod(kube, client, scope.default_namespace).await?),
         None => None,
     };
-    let node = match &fixed {
-        Some(_) => String::new(),
-        None => first_node(kube).await,
+    // The synthetic client sits on the first Node; its `Get`s are asked
+    // again from a Node of each other zone (an endpoint's `zone_locality`,
+    // and which endpoints a zone- or node-local Service keeps, depend on
+    // the client's Node).
+    let nodes = match &fixed {
+        Some(_) => Vec::new(),
+        None => client_nodes(kube).await,
     };
-    let client_for = |ns: &str| {
-        fixed.clone().unwrap_or_else(|| ClientPod {
-            namespace: ns.to_string(),
-            pod: SYNTHETIC_POD.to_string(),
-            node: node.clone(),
-        })
+    let synthetic = |ns: &str, node: &str| ClientPod {
+        namespace: ns.to_string(),
+        pod: SYNTHETIC_POD.to_string(),
+        node: node.to_string(),
     };
+    let first_node = nodes.first().cloned().unwrap_or_default();
+    let client_for = |ns: &str| fixed.clone().unwrap_or_else(|| synthetic(ns, &first_node));
     let now = now_since_epoch();
     let mut out = Vec::new();
     for svc in &services {
         let ns = svc.metadata.namespace.clone().unwrap_or_default();
+        let created = age(&svc.metadata.creation_timestamp, now);
         out.extend(service_questions(
             svc,
             &client_for(&ns),
             scope.cluster_domain,
-            age(&svc.metadata.creation_timestamp, now),
+            created,
         ));
+        for node in nodes.iter().skip(1) {
+            let gets = service_questions(svc, &synthetic(&ns, node), scope.cluster_domain, created)
+                .into_iter()
+                .filter(|q| q.api == Api::Get)
+                .map(|mut q| {
+                    q.client = format!("{} on {node}", q.client);
+                    q
+                });
+            out.extend(gets);
+        }
     }
     for pod in &pods {
         let ns = pod.metadata.namespace.clone().unwrap_or_default();
@@ -269,22 +284,45 @@ async fn client_pod(kube: &Client, spec: &str, default_ns: &str) -> anyhow::Resu
     })
 }
 
-/// The first Node's name (the synthetic client's node), or empty if Nodes
+/// The synthetic client's Nodes: the first Node by name, then the first
+/// of each other zone (`topology.kubernetes.io/zone`); none if Nodes
 /// cannot be listed.
-async fn first_node(kube: &Client) -> String {
+async fn client_nodes(kube: &Client) -> Vec<String> {
     let nodes = KubeApi::<KubeNode>::all(kube.clone())
         .list(&ListParams::default())
-        .await;
-    let mut names: Vec<String> = nodes
-        .map(|l| {
-            l.items
-                .into_iter()
-                .filter_map(|n| n.metadata.name)
-                .collect()
-        })
+        .await
+        .map(|l| l.items)
         .unwrap_or_default();
-    names.sort();
-    names.into_iter().next().unwrap_or_default()
+    one_per_zone(
+        nodes
+            .into_iter()
+            .filter_map(|n| {
+                let zone = n
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(labels::TOPOLOGY_ZONE))
+                    .cloned();
+                Some((n.metadata.name?, zone))
+            })
+            .collect(),
+    )
+}
+
+/// Of (Node, zone) pairs: the first Node by name, then the first by name
+/// of each zone not yet represented, in zone order.
+fn one_per_zone(mut nodes: Vec<(String, Option<String>)>) -> Vec<String> {
+    nodes.sort();
+    let Some((first, first_zone)) = nodes.first().cloned() else {
+        return Vec::new();
+    };
+    let mut zones = std::collections::BTreeMap::new();
+    for (name, zone) in nodes {
+        if zone != first_zone {
+            zones.entry(zone).or_insert(name);
+        }
+    }
+    std::iter::once(first).chain(zones.into_values()).collect()
 }
 
 #[cfg(test)]
@@ -297,6 +335,27 @@ mod tests {
             pod: "client-0".into(),
             node: "node-1".into(),
         }
+    }
+
+    #[test]
+    fn one_client_node_per_zone_the_first_node_first() {
+        let nodes = |v: &[(&str, Option<&str>)]| -> Vec<(String, Option<String>)> {
+            v.iter()
+                .map(|(n, z)| (n.to_string(), z.map(str::to_string)))
+                .collect()
+        };
+        assert_eq!(
+            one_per_zone(nodes(&[
+                ("node-c", Some("zone-b")),
+                ("node-b", Some("zone-a")),
+                ("node-a", Some("zone-b")),
+                ("node-d", Some("zone-c")),
+                ("node-e", None),
+            ])),
+            ["node-a", "node-e", "node-b", "node-d"]
+        );
+        assert_eq!(one_per_zone(nodes(&[("only", None)])), ["only"]);
+        assert!(one_per_zone(Vec::new()).is_empty());
     }
 
     #[test]

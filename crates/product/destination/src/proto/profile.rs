@@ -145,10 +145,9 @@ pub fn service(target: &ServiceTarget, rules: Option<&ProfileRules>, opaque: boo
 
 /// The endpoint profile of a pod's or ExternalWorkload's address: its
 /// `WeightedAddr` with a `namespace` label. A pod's is the one `Get` sends
-/// (the bare address if its proxy ports cannot be read); a workload's is
-/// built as the original's profile path builds it (owner kind as written).
-/// Neither has a `zone_locality` label: the original adds it on `Get`'s
-/// path only.
+/// less `zone_locality` (the original adds that on `Get`'s path only); a
+/// workload's is built as the original's profile path builds it (owner
+/// kind as written).
 ///
 /// `None` when a pod's proxy ports cannot be read: the original logs it and
 /// sends nothing (a stream keeps what it had, a new one waits).

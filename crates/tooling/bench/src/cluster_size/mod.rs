@@ -161,8 +161,8 @@ async fn measure_all(args: Args) -> anyhow::Result<Vec<Row>> {
         if n == 0 {
             println!("\n0 pods (the empty cluster):");
         }
-        let originals = args.destination_bin.iter().chain(&args.policy_bin);
-        if originals.into_iter().any(|b| b.flavor == Flavor::Linkerd) {
+        let mut bins = args.destination_bin.iter().chain(&args.policy_bin);
+        if bins.any(|b| b.flavor == Flavor::Linkerd) {
             linkerd::control_plane(&client).await?;
         }
         crate::common::pin(!args.no_pin);

@@ -33,7 +33,11 @@ pub const NAMESPACE: &str = "linkerd";
 pub const DEPLOYMENT: &str = "linkerd-destination";
 
 #[derive(Args, Clone)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct E2eArgs {
+    /// `linkerd`: Meridian swapped into a real Linkerd 2.20 install (needs Linkerd's images, charts and CLI).
+    #[command(subcommand)]
+    pub command: Option<E2eCommand>,
     /// Use a kind cluster (created if missing, reused otherwise) and load the images with `kind load docker-image`.
     #[arg(long, conflicts_with = "kubeconfig")]
     pub kind: bool,
@@ -57,12 +61,21 @@ pub struct E2eArgs {
     pub test_args: Vec<String>,
 }
 
+#[derive(clap::Subcommand, Clone)]
+pub enum E2eCommand {
+    /// Meridian inside a real Linkerd 2.20 install on the local real node: Helm install, meshed traffic, compare, the swap and the rollbacks under traffic (SKIP without Linkerd's images, charts and CLI).
+    Linkerd(crate::e2e_linkerd::LinkerdArgs),
+}
+
 /// Prints a step of a long command.
 fn step(started: Instant, what: &str) {
     eprintln!("[e2e {:>6.1}s] {what}", started.elapsed().as_secs_f64());
 }
 
 pub fn run(args: E2eArgs) -> anyhow::Result<()> {
+    if let Some(E2eCommand::Linkerd(linkerd)) = args.command {
+        return crate::e2e_linkerd::run(linkerd);
+    }
     let started = Instant::now();
     step(started, "building the Kubernetes binaries (cached)");
     let bins = crate::cluster::build()?;
@@ -104,7 +117,7 @@ pub fn run(args: E2eArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let cluster = start_real_node(&runtime, &dir, bins, &built, started)?;
+    let cluster = start_real_node(&runtime, &dir, bins, &built, &[], started)?;
     let kubeconfig = cluster.kubeconfig_path().to_path_buf();
     let result = install(&kubectl, &kubeconfig, None, started).and_then(|()| {
         step(started, "running the suites");
@@ -134,12 +147,14 @@ pub fn run(args: E2eArgs) -> anyhow::Result<()> {
 }
 
 /// Starts a fresh local control plane in `dir` with a real node that has
-/// the controller and HTTP test images loaded (tied to this process).
-fn start_real_node(
+/// the controller and HTTP test images loaded, and `extra_images` from the
+/// local Docker daemon (tied to this process).
+pub(crate) fn start_real_node(
     runtime: &tokio::runtime::Runtime,
     dir: &Path,
     bins: local_cluster::KubeBinaries,
     built: &BuiltImages,
+    extra_images: &[String],
     started: Instant,
 ) -> anyhow::Result<Cluster> {
     if dir.exists() {
@@ -148,6 +163,7 @@ fn start_real_node(
     let mut options = ClusterOptions::new(dir, Lifetime::Tied);
     options.real_node = true;
     options.node_images = node_images(built)?;
+    options.node_images.extend(extra_images.iter().cloned());
     step(
         started,
         "starting the local control plane and a real node (containerd, kubelet, kube-proxy, kube-scheduler)",
@@ -196,7 +212,7 @@ fn node_images(built: &BuiltImages) -> anyhow::Result<Vec<String>> {
 
 /// Builds `meridian-cli` (the suite runs `explain` against the real pod);
 /// returns its path.
-fn build_cli() -> anyhow::Result<PathBuf> {
+pub(crate) fn build_cli() -> anyhow::Result<PathBuf> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let output = Command::new(&cargo)
         .args([
@@ -486,7 +502,7 @@ pub fn up_real_node(profile: &str) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let cluster = start_real_node(&runtime, &dir, bins, &built, started)?;
+    let cluster = start_real_node(&runtime, &dir, bins, &built, &[], started)?;
     let kubeconfig = cluster.kubeconfig_path().to_path_buf();
     let result = install(&kubectl, &kubeconfig, None, started).and_then(|()| {
         let samples = workspace_root().join("deploy/samples");

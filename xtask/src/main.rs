@@ -3,7 +3,7 @@
 //! - `cluster build|up|down|env|pin`: the local real Kubernetes control plane.
 //! - `bench <name>`: benchmarks (release builds) that print figures; `bench h2-ab`: the destination benchmark with and without the h2 patch.
 //! - `certs`: webhook TLS Secrets and caBundles for a `deploy/` install.
-//! - `e2e`: the Meridian pod on a real kubelet (or kind, or any cluster) and the e2e suite.
+//! - `e2e`: the Meridian pod on a real kubelet (or kind, or any cluster) and the e2e suite; `e2e linkerd`: Meridian swapped into a real Linkerd 2.20 install.
 //! - `gen-crds`: writes `deploy/crds/` from the Rust types.
 //! - `images`: the container images, built locally (no registry needed).
 //! - `h2-patch [--write]`: checks (or writes) `vendor/h2.patch`, the h2 release + patch = `vendor/h2`.
@@ -16,6 +16,7 @@ mod bench;
 mod certs;
 mod cluster;
 mod e2e;
+mod e2e_linkerd;
 mod gen_crds;
 mod h2_ab;
 mod h2_patch;

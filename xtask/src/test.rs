@@ -63,6 +63,7 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     crate::e2e::run(crate::e2e::E2eArgs {
+        command: None,
         kind: false,
         kind_name: String::new(),
         kubeconfig: None,
@@ -70,7 +71,10 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
         profile: args.e2e_profile,
         keep: false,
         test_args: Vec::new(),
-    })
+    })?;
+    // Meridian in a real Linkerd install: runs when MERIDIAN_LINKERD_IMAGES,
+    // MERIDIAN_LINKERD_CHARTS and MERIDIAN_LINKERD_CLI are set, else says SKIP.
+    crate::e2e_linkerd::run(crate::e2e_linkerd::LinkerdArgs::from_env())
 }
 
 /// `cargo doc --workspace --no-deps` with broken intra-doc links as errors.

@@ -1,8 +1,8 @@
 //! The pinned Kubernetes, etcd and CoreDNS versions, the cache directories
 //! keyed by them, and the Go builds that fill them (only when the pins
-//! change). CoreDNS (the real node's cluster DNS) is built apart, on first
-//! use of a real node, so that the kubelet-less control plane never waits
-//! for it.
+//! change). CoreDNS (the real node's cluster DNS) and Helm are single
+//! [`GoTool`]s built apart, on first use, so that the kubelet-less control
+//! plane never waits for them.
 
 use std::{
     fs,
@@ -241,39 +241,74 @@ impl KubeBinaries {
     }
 }
 
+/// One Go program built from a wrapper module of `xtask/gotools/` and
+/// cached by its pinned version under `<cache>/<name>/`.
+#[derive(Clone, Copy, Debug)]
+pub struct GoTool {
+    /// The binary's (and the cache directory's) name, e.g. `coredns`.
+    pub name: &'static str,
+    /// The wrapper module's directory under `xtask/gotools/`.
+    pub module_dir: &'static str,
+    /// The module whose required version names the build, e.g. `github.com/coredns/coredns`.
+    pub pinned_module: &'static str,
+    /// What `go build` builds inside the wrapper module (`.` or a package path).
+    pub package: &'static str,
+    /// The wrapper module's files that make up the cache key.
+    pub files: &'static [&'static str],
+}
+
 /// The real node's cluster DNS server: CoreDNS built from
 /// `xtask/gotools/corednsbin` (only the plugins its Corefile uses; nothing
-/// that forwards a query), cached by version under `<cache>/coredns/`.
+/// that forwards a query).
+pub const COREDNS: GoTool = GoTool {
+    name: "coredns",
+    module_dir: "corednsbin",
+    pinned_module: COREDNS_MODULE,
+    package: ".",
+    files: &["go.mod", "go.sum", "main.go"],
+};
+
+/// Helm 3 (`helm.sh/helm/v3/cmd/helm`, pinned by `xtask/gotools/helmbin`),
+/// which `cargo xtask e2e linkerd` installs Linkerd 2.20 with.
+pub const HELM: GoTool = GoTool {
+    name: "helm",
+    module_dir: "helmbin",
+    pinned_module: "helm.sh/helm/v3",
+    package: "helm.sh/helm/v3/cmd/helm",
+    files: &["go.mod", "go.sum", "tools.go"],
+};
+
+/// A [`GoTool`] built and cached.
 #[derive(Clone, Debug)]
-pub struct CoreDnsBinary {
+pub struct ToolBinary {
     /// The static binary.
     pub path: PathBuf,
-    /// The pinned `github.com/coredns/coredns` version, e.g. `v1.15.0`.
+    /// The pinned version of the tool's module, e.g. `v1.15.0`.
     pub version: String,
     /// Seconds the Go build took (0 when found in the cache).
     pub build_secs: f64,
 }
 
-impl CoreDnsBinary {
+impl ToolBinary {
     /// The binary for the current pin, built if the cache lacks it (one
     /// builder at a time across processes, like [`KubeBinaries::ensure`]).
-    pub fn ensure(progress: &dyn Fn(&str)) -> Result<Self, BuildError> {
-        let module = gotools_dir().join("corednsbin");
-        let version = required_version(&module.join("go.mod"), COREDNS_MODULE)?;
+    pub fn ensure(tool: &GoTool, progress: &dyn Fn(&str)) -> Result<Self, BuildError> {
+        let module = gotools_dir().join(tool.module_dir);
+        let version = required_version(&module.join("go.mod"), tool.pinned_module)?;
         let mut hash = Fnv1a::default();
-        for file in ["go.mod", "go.sum", "main.go"] {
+        for file in tool.files {
             hash.write(read(&module.join(file))?.as_bytes());
         }
         hash.write(&go_version());
-        let root = cache_root()?.join("coredns");
-        let dir = root.join(format!("coredns-{version}_{:016x}", hash.0));
-        let mut binary = CoreDnsBinary {
-            path: dir.join("coredns"),
+        let root = cache_root()?.join(tool.name);
+        let dir = root.join(format!("{}-{version}_{:016x}", tool.name, hash.0));
+        let mut binary = ToolBinary {
+            path: dir.join(tool.name),
             version,
             build_secs: 0.0,
         };
         let complete = dir.join(".complete");
-        let built = |binary: &CoreDnsBinary| complete.exists() && binary.path.is_file();
+        let built = |binary: &ToolBinary| complete.exists() && binary.path.is_file();
         if built(&binary) {
             return Ok(binary);
         }
@@ -287,20 +322,25 @@ impl CoreDnsBinary {
             source,
         })?;
         progress(&format!(
-            "building CoreDNS {} into {} (first time only; a few minutes)",
+            "building {} {} into {} (first time only; a few minutes)",
+            tool.name,
             binary.version,
             dir.display()
         ));
         let out = binary.path.display().to_string();
-        go_build(&module, &["-ldflags", "-s -w", "-o", &out, "."], progress)?;
+        go_build(
+            &module,
+            &["-ldflags", "-s -w", "-o", &out, tool.package],
+            progress,
+        )?;
         fs::write(&complete, format!("{}\n", binary.version)).map_err(|source| BuildError::Io {
             path: complete.clone(),
             source,
         })?;
         binary.build_secs = started.elapsed().as_secs_f64();
         progress(&format!(
-            "built CoreDNS {} in {:.0}s",
-            binary.version, binary.build_secs
+            "built {} {} in {:.0}s",
+            tool.name, binary.version, binary.build_secs
         ));
         Ok(binary)
     }

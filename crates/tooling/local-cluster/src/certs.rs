@@ -31,16 +31,7 @@ impl LocalCa {
     /// A new self-signed CA with the given common name.
     pub fn new(common_name: &str) -> Result<Self, CertError> {
         let key = KeyPair::generate()?;
-        let mut params = CertificateParams::new(Vec::<String>::new())?;
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params
-            .distinguished_name
-            .push(DnType::CommonName, common_name);
-        params.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::CrlSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
+        let params = ca_params(common_name, BasicConstraints::Unconstrained)?;
         let cert = params.self_signed(&key)?;
         Ok(Self {
             cert_pem: cert.pem(),
@@ -104,6 +95,19 @@ impl LocalCa {
         })
     }
 
+    /// Issues an intermediate CA under this one (path length 0): the
+    /// issuer of a mesh identity service, e.g. Linkerd's
+    /// `identity.linkerd.cluster.local` under its trust anchor.
+    pub fn issue_intermediate_ca(&self, common_name: &str) -> Result<ServingCert, CertError> {
+        let key = KeyPair::generate()?;
+        let params = ca_params(common_name, BasicConstraints::Constrained(0))?;
+        let cert = params.signed_by(&key, &self.issuer)?;
+        Ok(ServingCert {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+        })
+    }
+
     /// Issues a client certificate: Kubernetes reads the user from the
     /// common name and the groups from the organizations
     /// (`system:node:<name>` in `system:nodes` for a kubelet).
@@ -129,6 +133,25 @@ impl LocalCa {
             key_pem: key.serialize_pem(),
         })
     }
+}
+
+/// The parameters of a CA certificate: its name, its path length and the
+/// key usages of a CA.
+fn ca_params(
+    common_name: &str,
+    constraints: BasicConstraints,
+) -> Result<CertificateParams, CertError> {
+    let mut params = CertificateParams::new(Vec::<String>::new())?;
+    params.is_ca = IsCa::Ca(constraints);
+    params
+        .distinguished_name
+        .push(DnType::CommonName, common_name);
+    params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    Ok(params)
 }
 
 /// A fresh key pair (ECDSA P-256) as (PKCS#8 private key PEM, public key

@@ -1,5 +1,5 @@
 //! The real node's cluster DNS, as in every real cluster: CoreDNS (built
-//! from its pinned Go module, see [`CoreDnsBinary`]) runs as the Deployment
+//! from its pinned Go module, see [`binaries::COREDNS`](crate::binaries::COREDNS)) runs as the Deployment
 //! `coredns` behind the Service `kube-dns` (ClusterIP [`CLUSTER_DNS_IP`]) in
 //! `kube-system`, with the RBAC of its `kubernetes` plugin; the kubelet's
 //! `clusterDNS`/`clusterDomain` point pods at it, so they resolve Services,
@@ -32,7 +32,7 @@ use super::{
     progress,
 };
 use crate::{
-    binaries::CoreDnsBinary,
+    binaries::{COREDNS, ToolBinary},
     images::{self, Docker, Image},
 };
 
@@ -56,7 +56,7 @@ const FIELD_MANAGER: &str = "meridian-local-cluster";
 /// The CoreDNS image for the node: the binary (built on first use), the
 /// runtime base, and the image holding it.
 pub(super) fn ensure_image(docker: &Docker) -> Result<Image, NodeError> {
-    let coredns = CoreDnsBinary::ensure(&|line| progress(line))?;
+    let coredns = ToolBinary::ensure(&COREDNS, &|line| progress(line))?;
     let base = images::ensure_base(docker, &|line| progress(line))?;
     Ok(images::ensure_coredns_image(
         docker,

@@ -6,8 +6,9 @@
 //! 2. meshed workloads (Linkerd's injector and identity) and what their
 //!    clients see: the HTTPRoute's header split, the ServiceProfile's
 //!    route, the StatefulSet's hostname, the AuthorizationPolicy's 403;
-//! 3. Meridian's shadow (`deploy/shadow`) and `meridian-cli compare`
-//!    against Linkerd's own `linkerd-destination`;
+//! 3. Meridian's shadow (`deploy/shadow-compare`) and `meridian-cli
+//!    compare` against Linkerd's own `linkerd-destination`, once through
+//!    port-forwards and left running in the cluster (its metrics);
 //! 4. the swap as the README tells it (`helm upgrade` with
 //!    `deploy/swap/helm-post-renderer`) under traffic, with the failed
 //!    requests counted; `meridian-cli status`, `linkerd check` and
@@ -418,9 +419,14 @@ impl Run {
 
     /// Step 3.
     fn compare(&mut self) -> anyhow::Result<()> {
-        self.say
-            .step("step 3: Meridian's shadow beside Linkerd, meridian-cli compare");
-        let shadow = self.repo.join("deploy/shadow").display().to_string();
+        self.say.step(
+            "step 3: Meridian's shadow beside Linkerd (deploy/shadow-compare), meridian-cli compare",
+        );
+        let shadow = self
+            .repo
+            .join("deploy/shadow-compare")
+            .display()
+            .to_string();
         self.kubectl(&["apply", "-k", &shadow])?;
         let image = format!("destination={0},policy={0}", self.meridian_image);
         let mut set_image = vec![
@@ -432,7 +438,26 @@ impl Run {
         ];
         set_image.extend(image.split(','));
         self.kubectl(&set_image)?;
+        let compare_image = format!("compare={}", self.meridian_image);
+        self.kubectl(&[
+            "set",
+            "image",
+            "-n",
+            "meridian-shadow",
+            "deploy/meridian-compare",
+            &compare_image,
+        ])?;
         self.rollout("meridian-shadow", "deploy/meridian-shadow")?;
+        self.kubectl(&[
+            "wait",
+            "-n",
+            "meridian-shadow",
+            "--for=condition=Ready",
+            "pod",
+            "-l",
+            "app.kubernetes.io/name=meridian-shadow",
+            "--timeout=120s",
+        ])?;
         let (ok, out) = self.cli(
             &self.meridian_cli.clone(),
             &[
@@ -453,9 +478,57 @@ impl Run {
             &out,
         );
         if !ok {
+            let pods = self.kubectl(&["describe", "pods", "-n", "meridian-shadow"])?;
+            self.say.output("the shadow's pods", &pods);
             self.fault("compare: Linkerd's destination and Meridian's shadow differ".into());
         }
+        self.compare_left_running()?;
         self.kubectl(&["delete", "-k", &shadow, "--wait=false"])?;
+        Ok(())
+    }
+
+    /// `deploy/shadow-compare`'s Deployment: Ready once its first round
+    /// ended; its metrics, read through the API server's pod proxy.
+    fn compare_left_running(&mut self) -> anyhow::Result<()> {
+        self.rollout("meridian-shadow", "deploy/meridian-compare")?;
+        let pod = self.kubectl(&[
+            "get",
+            "pods",
+            "-n",
+            "meridian-shadow",
+            "-l",
+            "app.kubernetes.io/name=meridian-compare",
+            "-o",
+            "jsonpath={.items[0].metadata.name}",
+        ])?;
+        let path = format!(
+            "/api/v1/namespaces/meridian-shadow/pods/{}:9995/proxy/metrics",
+            pod.trim()
+        );
+        let metrics = self.kubectl(&["get", "--raw", &path])?;
+        let series: Vec<&str> = metrics
+            .lines()
+            .filter(|line| line.starts_with("meridian_compare_") && !line.ends_with(" 0"))
+            .collect();
+        self.say.output(
+            "meridian-compare (compare --every, in the cluster through the Services): its non-zero series",
+            &series.join("\n"),
+        );
+        let differing = series.iter().any(|line| {
+            line.starts_with("meridian_compare_questions")
+                && (line.contains("verdict=\"different\"")
+                    || line.contains("verdict=\"failed_one_side\"")
+                    || line.contains("verdict=\"not_asked\""))
+        });
+        let equal_round = series
+            .iter()
+            .any(|line| line.starts_with("meridian_compare_rounds_total{exit=\"0\"}"));
+        if differing || !equal_round {
+            let log =
+                self.kubectl(&["logs", "-n", "meridian-shadow", "deploy/meridian-compare"])?;
+            self.say.output("meridian-compare's log", &log);
+            self.fault("compare left running: its first round was not all equal".into());
+        }
         Ok(())
     }
 

@@ -12,10 +12,12 @@
 //! - [`ask`]: one call's first complete answer, and `--follow`;
 //! - [`tree`] and [`diff`]: answers by field name, normalised, compared;
 //! - [`known`]: the README's deliberate differences, as data;
-//! - [`report`]: the table, the blocks, `-o json`.
+//! - [`report`]: the table, the blocks, `-o json`;
+//! - [`continuous`]: `--every`, rounds and their metrics.
 
 mod ask;
 mod client;
+mod continuous;
 mod diff;
 mod known;
 mod outside;
@@ -116,6 +118,18 @@ pub struct CompareArgs {
     /// The cluster domain of Service names.
     #[arg(long, default_value = "cluster.local")]
     pub cluster_domain: String,
+    /// Compare again every SECONDS until SIGTERM, each round's report on
+    /// stdout and its counts as metrics on --metrics-addr (deploy/shadow-compare).
+    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub every: Option<u64>,
+    /// With --every: where `/metrics`, `/live` and `/ready` are served.
+    #[arg(
+        long,
+        value_name = "ADDR",
+        default_value = "0.0.0.0:9995",
+        requires = "every"
+    )]
+    pub metrics_addr: std::net::SocketAddr,
 }
 
 /// The report's format.
@@ -163,6 +177,26 @@ pub struct Compared {
 
 /// Runs `compare`; the exit status to end with.
 pub async fn run(args: CompareArgs) -> anyhow::Result<i32> {
+    if let Some(every) = args.every {
+        return continuous::run(&args, Duration::from_secs(every), args.metrics_addr).await;
+    }
+    let round = round(&args).await?;
+    print_report(&args, &round)?;
+    Ok(round.exit)
+}
+
+/// One comparison: both sides, every question, the verdicts.
+struct Round {
+    sides: Option<(sides::Side, sides::Side)>,
+    results: Vec<Compared>,
+    /// Questions in scope beyond `--max-targets`.
+    skipped: usize,
+    exit: i32,
+}
+
+/// Resolves and connects both sides and asks every question. A side that
+/// cannot be reached is exit status 2 (said on stderr), with no results.
+async fn round(args: &CompareArgs) -> anyhow::Result<Round> {
     let seconds = |flag: &str, s: f64| {
         Duration::try_from_secs_f64(s).with_context(|| format!("--{flag} {s}: not a duration"))
     };
@@ -187,7 +221,12 @@ pub async fn run(args: CompareArgs) -> anyhow::Result<i32> {
             for error in [a.err(), b.err()].into_iter().flatten() {
                 eprintln!("compare: {error}");
             }
-            return Ok(2);
+            return Ok(Round {
+                sides: None,
+                results: Vec::new(),
+                skipped: 0,
+                exit: 2,
+            });
         }
     };
 
@@ -232,22 +271,36 @@ pub async fn run(args: CompareArgs) -> anyhow::Result<i32> {
     } else {
         0
     };
+    Ok(Round {
+        sides: Some((side_a, side_b)),
+        results,
+        skipped,
+        exit,
+    })
+}
+
+/// Prints a round's report (nothing when a side could not be reached:
+/// stderr already says why).
+fn print_report(args: &CompareArgs, round: &Round) -> anyhow::Result<()> {
+    let Some((side_a, side_b)) = &round.sides else {
+        return Ok(());
+    };
     match args.output {
         Output::Text => print!(
             "{}",
-            report::text((&side_a, &side_b), &results, skipped, args.strict)
+            report::text((side_a, side_b), &round.results, round.skipped, args.strict)
         ),
         Output::Json => println!(
             "{}",
             serde_json::to_string_pretty(&report::json(
-                (&side_a, &side_b),
-                &results,
-                skipped,
-                exit
+                (side_a, side_b),
+                &round.results,
+                round.skipped,
+                round.exit
             ))?
         ),
     }
-    Ok(exit)
+    Ok(())
 }
 
 /// Asks every question of both sides, `concurrency` at a time (the

@@ -41,7 +41,8 @@ pub const DNSUTILS_REPO: &str = "meridian/dnsutils";
 /// `xtask/gotools/corednsbin`).
 pub const COREDNS_REPO: &str = "meridian/coredns";
 /// The Meridian controller image (`/controller`, `/destination`,
-/// `/sp-validator`, `/linkerd-policy-controller`).
+/// `/sp-validator`, `/linkerd-policy-controller`, and `/meridian-cli` for
+/// `deploy/shadow-compare`).
 pub const CONTROLLER_REPO: &str = "meridian/controller";
 /// The stable tag every image also gets. Not `latest`, so that the kubelet's
 /// default pull policy is `IfNotPresent` and never tries a registry.
@@ -412,6 +413,7 @@ pub const CONTROLLER_BINARIES: &[(&str, &str)] = &[
     ("destination", "destination"),
     ("sp-validator", "sp-validator"),
     ("linkerd-policy-controller", "policy-controller"),
+    ("meridian-cli", "meridian-cli"),
 ];
 
 /// Builds `meridian/controller:<tag>` (and `:dev`) from `images/controller/

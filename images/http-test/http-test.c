@@ -10,7 +10,9 @@
  *
  * It listens on [::]:$PORT (default 8080; IPv4 too), logs one line per
  * request to stdout ("GET /ready 200", for `kubectl logs`) and exits 0 on
- * SIGTERM/SIGINT. Readiness starts failed when $START_UNREADY is set.
+ * SIGTERM/SIGINT (after $STOP_DELAY_SECONDS more of serving, when set: the
+ * drain a real app gives its clients' load balancers to see it go).
+ * Readiness starts failed when $START_UNREADY is set.
  *
  * `http-test ready fail|ok [PORT]` flips the readiness of the server running
  * beside it (for `kubectl exec`, since the image has no shell).
@@ -40,9 +42,22 @@
 static volatile sig_atomic_t stopping = 0;
 static int ready = 1;
 
-static void on_stop(int sig) {
+/* Seconds to keep serving after SIGTERM ($STOP_DELAY_SECONDS), then 0. */
+static volatile unsigned stop_delay = 0;
+
+static void on_alarm(int sig) {
     (void)sig;
     stopping = 1;
+}
+
+static void on_stop(int sig) {
+    (void)sig;
+    if (stop_delay > 0) {
+        alarm(stop_delay); /* on_alarm stops the server then */
+        stop_delay = 0;
+    } else {
+        stopping = 1;
+    }
 }
 
 static int port_from(const char *text) {
@@ -232,9 +247,14 @@ int main(int argc, char **argv) {
     char hostname[256] = "unknown";
     gethostname(hostname, sizeof hostname - 1);
 
+    const char *delay = getenv("STOP_DELAY_SECONDS");
+    long delay_secs = delay ? strtol(delay, NULL, 10) : 0;
+    stop_delay = (delay_secs > 0 && delay_secs < 3600) ? (unsigned)delay_secs : 0;
     struct sigaction stop = {.sa_handler = on_stop}; /* no SA_RESTART: accept returns EINTR */
     sigaction(SIGTERM, &stop, NULL);
     sigaction(SIGINT, &stop, NULL);
+    struct sigaction alarmed = {.sa_handler = on_alarm};
+    sigaction(SIGALRM, &alarmed, NULL);
     signal(SIGPIPE, SIG_IGN);
 
     int fd = socket(AF_INET6, SOCK_STREAM, 0);

@@ -6,6 +6,7 @@
 //! 2. meshed workloads (Linkerd's injector and identity) and what their
 //!    clients see: the HTTPRoute's header split, the ServiceProfile's
 //!    route, the StatefulSet's hostname, the AuthorizationPolicy's 403;
+//!    `web-b` rolled, counted;
 //! 3. Meridian's shadow (`deploy/shadow-compare`) and `meridian-cli
 //!    compare` against Linkerd's own `linkerd-destination`, once through
 //!    port-forwards and left running in the cluster (its metrics);
@@ -413,8 +414,31 @@ impl Run {
         if !unmeshed.is_empty() {
             self.fault(format!("pods without a proxy: {unmeshed:?}"));
         }
-        std::thread::sleep(Duration::from_secs(5));
-        self.behaviours("step 2: served by Linkerd")
+        self.until_every_target_answers()?;
+        self.behaviours("step 2: served by Linkerd")?;
+        self.roll_web_b("step 2: web-b rolled under Linkerd")
+    }
+
+    /// Waits (up to 2 minutes) until each client target's latest request
+    /// behaved as it must: the clients started with their servers, and a
+    /// name looked up before its pod was ready stays unknown while the
+    /// cluster DNS caches the answer.
+    fn until_every_target_answers(&mut self) -> anyhow::Result<()> {
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(120) {
+            let now = now_secs();
+            let latest = traffic::tally(&self.client_logs()?, now.saturating_sub(2), now + 1);
+            if traffic::violations(&latest).is_empty() {
+                self.say.detail(&format!(
+                    "every target answers as it must after {:.0} s",
+                    started.elapsed().as_secs_f64()
+                ));
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_secs(2));
+        }
+        self.fault("the clients' targets did not all answer within 2 minutes".into());
+        Ok(())
     }
 
     /// Step 3.
@@ -611,18 +635,23 @@ impl Run {
     fn served_by_meridian(&mut self) -> anyhow::Result<()> {
         self.say
             .step("step 5: the same behaviours, served by Meridian (web-b rolled: new endpoints)");
+        self.roll_web_b("step 5: web-b rolled under Meridian")?;
+        self.behaviours("step 5: served by Meridian")
+    }
+
+    /// Rolls `web-b` (new endpoints, an old pod draining) and counts the
+    /// failed requests until [`SETTLE`] after the rollout.
+    fn roll_web_b(&mut self, title: &str) -> anyhow::Result<()> {
         let from = now_secs();
         self.kubectl(&["rollout", "restart", "-n", NS, "deploy/web-b"])?;
         self.rollout(NS, "deploy/web-b")?;
         std::thread::sleep(SETTLE);
-        let tallies = self.window("step 5: web-b rolled under Meridian", from, now_secs())?;
+        let tallies = self.window(title, from, now_secs())?;
         let failed = traffic::failed(&tallies);
         if failed > 0 {
-            self.fault(format!(
-                "step 5: {failed} failed request(s) while web-b rolled"
-            ));
+            self.fault(format!("{title}: {failed} failed request(s)"));
         }
-        self.behaviours("step 5: served by Meridian")
+        Ok(())
     }
 
     /// Step 6.

@@ -44,6 +44,8 @@ use super::{
 const NS: &str = "l5d-e2e";
 /// Linkerd's control-plane namespace.
 const LINKERD_NS: &str = "linkerd";
+/// The Deployment the swap rolls.
+const DESTINATION: (&str, &str) = (LINKERD_NS, "deploy/linkerd-destination");
 /// The Helm release of the control plane.
 const RELEASE: &str = "linkerd-control-plane";
 /// How long traffic is watched after a step settles.
@@ -233,17 +235,18 @@ impl Run {
         Ok(())
     }
 
-    /// Runs `change` under traffic, waits for the destination's rollout and
+    /// Runs `change` under traffic, waits for `workload`'s rollout and
     /// [`SETTLE`]; a fault for every failed request in that window.
     fn under_traffic(
         &mut self,
         title: &str,
+        (namespace, workload): (&str, &str),
         change: impl FnOnce(&Self) -> anyhow::Result<String>,
     ) -> anyhow::Result<()> {
         let from = now_secs();
         let out = change(self)?;
         self.say.output(&format!("{title}: output"), &out);
-        self.rollout(LINKERD_NS, "deploy/linkerd-destination")?;
+        self.rollout(namespace, workload)?;
         std::thread::sleep(SETTLE);
         let tallies = self.window(title, from, now_secs())?;
         let failed = traffic::failed(&tallies);
@@ -561,7 +564,9 @@ impl Run {
         self.say.step(
             "step 4: the swap (helm upgrade --post-renderer deploy/swap/helm-post-renderer) under traffic",
         );
-        self.under_traffic("step 4: the swap", |run| run.helm_upgrade(true))?;
+        self.under_traffic("step 4: the swap", DESTINATION, |run| {
+            run.helm_upgrade(true)
+        })?;
         self.status("after the swap", true)?;
         let pods = self.kubectl(&[
             "get",
@@ -639,26 +644,20 @@ impl Run {
         self.behaviours("step 5: served by Meridian")
     }
 
-    /// Rolls `web-b` (new endpoints, an old pod draining) and counts the
-    /// failed requests until [`SETTLE`] after the rollout.
+    /// Rolls `web-b` (new endpoints, an old pod draining) under traffic.
     fn roll_web_b(&mut self, title: &str) -> anyhow::Result<()> {
-        let from = now_secs();
-        self.kubectl(&["rollout", "restart", "-n", NS, "deploy/web-b"])?;
-        self.rollout(NS, "deploy/web-b")?;
-        std::thread::sleep(SETTLE);
-        let tallies = self.window(title, from, now_secs())?;
-        let failed = traffic::failed(&tallies);
-        if failed > 0 {
-            self.fault(format!("{title}: {failed} failed request(s)"));
-        }
-        Ok(())
+        self.under_traffic(title, (NS, "deploy/web-b"), |run| {
+            run.kubectl(&["rollout", "restart", "-n", NS, "deploy/web-b"])
+        })
     }
 
     /// Step 6.
     fn reverts(&mut self) -> anyhow::Result<()> {
         self.say
             .step("step 6: a plain helm upgrade (no post-renderer) under traffic");
-        self.under_traffic("step 6: plain helm upgrade", |run| run.helm_upgrade(false))?;
+        self.under_traffic("step 6: plain helm upgrade", DESTINATION, |run| {
+            run.helm_upgrade(false)
+        })?;
         self.status("after a plain helm upgrade", false)?;
         self.say
             .step("step 6: what `linkerd upgrade` renders for linkerd-destination (not applied)");
@@ -674,7 +673,9 @@ impl Run {
         );
         self.say
             .step("step 6: the swap again, so that step 7 has Meridian to roll back");
-        self.under_traffic("step 6: the swap again", |run| run.helm_upgrade(true))?;
+        self.under_traffic("step 6: the swap again", DESTINATION, |run| {
+            run.helm_upgrade(true)
+        })?;
         self.status("after the swap again", true)
     }
 
@@ -682,7 +683,7 @@ impl Run {
     fn rollback(&mut self) -> anyhow::Result<()> {
         self.say
             .step("step 7: kubectl rollout undo deployment/linkerd-destination under traffic");
-        self.under_traffic("step 7: kubectl rollout undo", |run| {
+        self.under_traffic("step 7: kubectl rollout undo", DESTINATION, |run| {
             run.kubectl(&[
                 "rollout",
                 "undo",
@@ -694,7 +695,7 @@ impl Run {
         self.status("after kubectl rollout undo", false)?;
         self.say
             .step("step 7: helm rollback linkerd-control-plane 1 under traffic");
-        self.under_traffic("step 7: helm rollback to revision 1", |run| {
+        self.under_traffic("step 7: helm rollback to revision 1", DESTINATION, |run| {
             run.helm.run(&[
                 "rollback",
                 RELEASE,

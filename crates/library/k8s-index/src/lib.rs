@@ -8,6 +8,9 @@
 //!   re-listing after outages so objects deleted meanwhile disappear, and
 //!   skipping objects that fail to deserialize; [`backoff`]: how soon a
 //!   failed watch is retried.
+//! - [`initial_list`]: how a watch reads its initial list: streamed where
+//!   the API server allows it, so no page of objects is held whole; paged
+//!   where it refuses.
 //! - [`metrics`]: cache size, events applied and watch restarts per kind.
 //! - [`confirm`]: a lookup that missed its index, settled by a fact or
 //!   checked with the API server within a per-kind request budget, so no
@@ -25,6 +28,7 @@ pub mod backoff;
 pub mod cache;
 pub mod confirm;
 pub mod index;
+pub mod initial_list;
 mod known;
 pub mod metrics;
 pub mod original_names;
@@ -39,6 +43,7 @@ pub use backoff::{WatchBackoff, with_backoff};
 pub use cache::ObjectCache;
 pub use confirm::{Confirmation, MissConfirmer, Query};
 pub use index::{Index, ObjectKey, Tee};
+pub use initial_list::streamed_or_paged;
 pub use metrics::IndexMetrics;
 pub use service_cidrs::ServiceCidrs;
 pub use watch::{SharedIndex, WatchStatus, WatchTask, describe, watch_into};

@@ -27,10 +27,11 @@ use crate::{Index, IndexMetrics, SharedIndex, WatchTask};
 /// The label the meshed pods carry (the policy controller watches only those).
 pub const CONTROL_PLANE_NS_LABEL: &str = k8s_api::labels::CONTROL_PLANE_NS;
 
-/// The watcher configuration of every watched kind.
+/// The watcher configuration of every watched kind (its lists streamed
+/// where the API server allows it: [`crate::initial_list`]).
 pub fn watch_config() -> watcher::Config {
     // Any resourceVersion is fine for lists: the apiserver's watch cache
-    // answers without a quorum read.
+    // answers without a quorum read (a streamed list starts from it too).
     watcher::Config::default().any_semantic()
 }
 

@@ -111,7 +111,11 @@ where
     I: Index<W::Object> + Send + Sync + 'static,
 {
     let stream = follow_client(clients, |client| {
-        with_backoff(watcher(Api::<W>::all(client), resources::watch_config()))
+        let api = Api::<W>::all(client);
+        with_backoff(crate::streamed_or_paged(
+            resources::watch_config(),
+            move |config| watcher(api.clone(), config),
+        ))
     });
     WatchTask::from_stream(kind, stream, index, metrics)
 }

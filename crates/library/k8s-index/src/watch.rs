@@ -116,7 +116,10 @@ impl WatchTask {
         W::DynamicType: Default,
         I: Index<W::Object> + Send + Sync + 'static,
     {
-        let stream = crate::backoff::with_backoff(watcher(api, config));
+        let stream =
+            crate::backoff::with_backoff(crate::streamed_or_paged(config, move |config| {
+                watcher(api.clone(), config)
+            }));
         Self::from_stream(kind, stream, index, metrics)
     }
 

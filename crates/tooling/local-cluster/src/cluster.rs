@@ -77,6 +77,9 @@ pub struct ClusterOptions {
     pub real_node: bool,
     /// Docker images to load into the real node's containerd at start.
     pub node_images: Vec<String>,
+    /// kube-apiserver feature gates to set (e.g. `WatchList=false`, as in
+    /// Kubernetes 1.31 and 1.33 by default); none by default.
+    pub apiserver_feature_gates: Vec<String>,
 }
 
 impl ClusterOptions {
@@ -87,6 +90,7 @@ impl ClusterOptions {
             start_timeout: Duration::from_secs(120),
             real_node: false,
             node_images: Vec::new(),
+            apiserver_feature_gates: Vec::new(),
         }
     }
 }
@@ -400,6 +404,10 @@ impl Cluster {
                 "--disable-admission-plugins=ServiceAccount".to_string(),
                 "--endpoint-reconciler-type=none".to_string(),
             ]);
+        }
+        if !self.options.apiserver_feature_gates.is_empty() {
+            let gates = self.options.apiserver_feature_gates.join(",");
+            args.push(format!("--feature-gates={gates}"));
         }
         self.spawn(name, &self.binaries.kube_apiserver(), &args)
     }

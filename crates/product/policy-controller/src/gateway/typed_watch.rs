@@ -30,9 +30,9 @@ pub fn events<K: GatewayRoute>(
 ) -> impl Stream<Item = Result<watcher::Event<DeserializeGuard<K>>, watcher::Error>> + Send + 'static
 {
     let api: Api<DynamicObject> = Api::all_with(client, &api_resource::<K>(version));
-    let config = watcher::Config::default().any_semantic();
-    k8s_index::with_backoff(watcher(api, config))
-        .map(|event| event.map(|event| map_event(event, typed::<K>)))
+    let config = k8s_index::resources::watch_config();
+    let events = k8s_index::streamed_or_paged(config, move |config| watcher(api.clone(), config));
+    k8s_index::with_backoff(events).map(|event| event.map(|event| map_event(event, typed::<K>)))
 }
 
 fn map_event<A, B>(event: watcher::Event<A>, f: impl Fn(A) -> B) -> watcher::Event<B> {

@@ -345,33 +345,30 @@ async fn sigterm_ends_open_streams_with_ok() {
         .expect("terminating");
     assert!(exited, "the destination exits cleanly on SIGTERM");
     // Updates already on their way (a re-announced endpoint) may come
-    // first; then the stream must end, with OK.
-    let ended = tokio::time::timeout(TIMEOUT, async {
-        loop {
-            match stream.stream.message().await {
-                Ok(Some(_)) => continue,
-                end => break end,
-            }
-        }
-    })
-    .await
-    .expect("the stream ends");
+    // first; then each stream must end, with OK.
+    let ended = end_of(&mut stream.stream).await;
     assert!(
         matches!(ended, Ok(None)),
         "an open stream ends with grpc-status OK on SIGTERM, as the original's: {ended:?}"
     );
-    let ended = tokio::time::timeout(TIMEOUT, async {
+    let ended = end_of(&mut profile).await;
+    assert!(
+        matches!(ended, Ok(None)),
+        "an open GetProfile stream ends with OK on SIGTERM: {ended:?}"
+    );
+}
+
+/// How `stream` ends (`Ok(None)`: grpc-status OK), reading past the
+/// messages still on their way; within [`TIMEOUT`].
+async fn end_of<T>(stream: &mut tonic::Streaming<T>) -> Result<Option<T>, tonic::Status> {
+    tokio::time::timeout(TIMEOUT, async {
         loop {
-            match profile.message().await {
+            match stream.message().await {
                 Ok(Some(_)) => continue,
                 end => break end,
             }
         }
     })
     .await
-    .expect("the profile stream ends");
-    assert!(
-        matches!(ended, Ok(None)),
-        "an open GetProfile stream ends with OK on SIGTERM: {ended:?}"
-    );
+    .expect("the stream ends")
 }

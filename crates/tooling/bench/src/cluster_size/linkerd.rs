@@ -189,28 +189,42 @@ pub async fn start(
 /// ratio original / Meridian is Meridian's lead).
 struct Axis {
     name: String,
-    meridian: Option<f64>,
+    /// One figure per Meridian build (`--destination-bin LABEL=…`), in
+    /// the order they were named.
+    meridian: Vec<Option<f64>>,
     linkerd: Option<f64>,
     unit: &'static str,
 }
 
-/// Prints, at the largest size, each axis for Meridian (the first of its
-/// binaries of each kind) and Linkerd 2.20, with the ratio.
+/// Prints, at the largest size, each axis for each Meridian build and for
+/// Linkerd 2.20, with the ratios: one column per build, so a change is
+/// seen beside the original in the same run (`--destination-bin
+/// before=… --destination-bin after=…`, likewise `--policy-bin`).
 fn print_ratios(rows: &[Row]) {
     let Some(pods) = rows.iter().map(|r| r.pods).max() else {
         return;
     };
-    let find = |kind: Kind, flavor: Flavor| {
-        rows.iter()
-            .find(|r| r.kind == kind && r.pods == pods && r.flavor == flavor)
+    let at_size = || rows.iter().filter(|r| r.pods == pods);
+    let mut builds: Vec<&str> = Vec::new();
+    for r in at_size().filter(|r| r.flavor == Flavor::Meridian) {
+        if !builds.contains(&r.label.as_str()) {
+            builds.push(&r.label);
+        }
+    }
+    let find = |kind: Kind, flavor: Flavor, label: Option<&str>| {
+        at_size()
+            .find(|r| r.kind == kind && r.flavor == flavor && label.is_none_or(|l| r.label == l))
     };
     let mut axes = Vec::new();
     for kind in [Kind::Destination, Kind::Policy] {
-        let (m, l) = (find(kind, Flavor::Meridian), find(kind, Flavor::Linkerd));
+        let linkerd = find(kind, Flavor::Linkerd, None);
         let axis = |name: &str, unit: &'static str, f: &dyn Fn(&Row) -> Option<f64>| Axis {
             name: format!("{} {name}", kind.name()),
-            meridian: m.and_then(f),
-            linkerd: l.and_then(f),
+            meridian: builds
+                .iter()
+                .map(|b| find(kind, Flavor::Meridian, Some(b)).and_then(f))
+                .collect(),
+            linkerd: linkerd.and_then(f),
             unit,
         };
         let mb = |b: u64| b as f64 / 1e6;
@@ -257,9 +271,9 @@ fn print_ratios(rows: &[Row]) {
     }
     // The pod's two containers together (a figure either lacks: none).
     type Figure<'a> = &'a dyn Fn(&Row) -> Option<f64>;
-    let pod = |f: Figure<'_>, flavor: Flavor| {
-        let d = find(Kind::Destination, flavor)?;
-        let p = find(Kind::Policy, flavor)?;
+    let pod = |f: Figure<'_>, flavor: Flavor, label: Option<&str>| {
+        let d = find(Kind::Destination, flavor, label)?;
+        let p = find(Kind::Policy, flavor, label)?;
         Some(f(d)? + f(p)?)
     };
     let listed: Figure<'_> = &|r| r.idle.listed_cpu;
@@ -270,30 +284,19 @@ fn print_ratios(rows: &[Row]) {
     ] {
         axes.push(Axis {
             name: format!("pod (destination + policy-controller) {name}"),
-            meridian: pod(f, Flavor::Meridian),
-            linkerd: pod(f, Flavor::Linkerd),
+            meridian: builds
+                .iter()
+                .map(|b| pod(f, Flavor::Meridian, Some(b)))
+                .collect(),
+            linkerd: pod(f, Flavor::Linkerd, None),
             unit,
         });
     }
     println!(
         "\nside by side at {pods} pods: Meridian and Linkerd 2.20 on the same fixtures, in this run (the ratio is Linkerd / Meridian: above 1, Meridian costs less; issue 36's target is 5)"
     );
-    println!("| axis | Meridian | Linkerd 2.20 | Linkerd / Meridian |");
-    println!("|---|---|---|---|");
-    for a in &axes {
-        let fig = |v: Option<f64>| v.map_or("–".to_string(), |v| format_figure(v, a.unit));
-        let ratio = match (a.meridian, a.linkerd) {
-            (Some(m), Some(l)) if m > 0.0 => format!("{:.2}×", l / m),
-            _ => "–".into(),
-        };
-        println!(
-            "| {} | {} | {} | {ratio} |",
-            a.name,
-            fig(a.meridian),
-            fig(a.linkerd)
-        );
-    }
-    for r in rows.iter().filter(|r| r.pods == pods) {
+    print!("{}", ratio_table(&builds, &axes));
+    for r in at_size() {
         if let Some(s) = &r.streams {
             println!(
                 "  {} [{}]: missed updates {}, streams that failed to open or ended early {}, connections that ended {}, change writes that failed {}",
@@ -308,10 +311,89 @@ fn print_ratios(rows: &[Row]) {
     }
 }
 
+/// The Markdown table of `axes`: a column per Meridian build, Linkerd's,
+/// then a ratio per build (one build: the columns are named plainly).
+fn ratio_table(builds: &[&str], axes: &[Axis]) -> String {
+    let named = |prefix: &str| -> Vec<String> {
+        match builds {
+            [_] => vec![prefix.to_string()],
+            _ => builds.iter().map(|b| format!("{prefix} [{b}]")).collect(),
+        }
+    };
+    let ratios: Vec<String> = named("Meridian")
+        .iter()
+        .map(|m| format!("Linkerd / {m}"))
+        .collect();
+    let mut header = vec!["axis".to_string()];
+    header.extend(named("Meridian"));
+    header.push("Linkerd 2.20".into());
+    header.extend(ratios);
+    let mut out = format!(
+        "| {} |\n|{}\n",
+        header.join(" | "),
+        "---|".repeat(header.len())
+    );
+    for a in axes {
+        let fig = |v: Option<f64>| v.map_or("–".to_string(), |v| format_figure(v, a.unit));
+        let ratio = |m: Option<f64>| match (m, a.linkerd) {
+            (Some(m), Some(l)) if m > 0.0 => format!("{:.2}×", l / m),
+            _ => "–".into(),
+        };
+        let mut cells = vec![a.name.clone()];
+        cells.extend(a.meridian.iter().map(|m| fig(*m)));
+        cells.push(fig(a.linkerd));
+        cells.extend(a.meridian.iter().map(|m| ratio(*m)));
+        out.push_str(&format!("| {} |\n", cells.join(" | ")));
+    }
+    out
+}
+
 fn format_figure(v: f64, unit: &str) -> String {
     match unit {
         "B" => format!("{v:.0} B"),
         "s" => format!("{v:.2} s"),
         _ => format!("{v:.1} {unit}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn axis(meridian: Vec<Option<f64>>, linkerd: Option<f64>) -> Axis {
+        Axis {
+            name: "destination RSS, settled".into(),
+            meridian,
+            linkerd,
+            unit: "MB",
+        }
+    }
+
+    #[test]
+    fn one_build_is_named_plainly() {
+        let table = ratio_table(&["this"], &[axis(vec![Some(40.0)], Some(640.0))]);
+        assert_eq!(
+            table,
+            "| axis | Meridian | Linkerd 2.20 | Linkerd / Meridian |\n|---|---|---|---|\n\
+             | destination RSS, settled | 40.0 MB | 640.0 MB | 16.00× |\n"
+        );
+    }
+
+    #[test]
+    fn each_build_has_its_figure_and_its_ratio() {
+        let table = ratio_table(
+            &["before", "after"],
+            &[axis(vec![Some(100.0), None], Some(600.0))],
+        );
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(
+            lines[0],
+            "| axis | Meridian [before] | Meridian [after] | Linkerd 2.20 | Linkerd / Meridian [before] | Linkerd / Meridian [after] |"
+        );
+        assert_eq!(lines[1], "|---|---|---|---|---|---|");
+        assert_eq!(
+            lines[2],
+            "| destination RSS, settled | 100.0 MB | – | 600.0 MB | 6.00× | – |"
+        );
     }
 }

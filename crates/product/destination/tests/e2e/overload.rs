@@ -521,9 +521,11 @@ async fn a_denied_list_is_named_in_ready_until_it_is_granted() {
         &args(&kubeconfig, addr, admin, &[]),
         admin,
     );
+    // The first request denied is the streamed list's watch (the test
+    // API server has `WatchList` on; k8s_index::initial_list).
     let want = format!(
-        "not ready: endpointslices cache\nlist: 403 Forbidden: endpointslices.discovery.k8s.io is forbidden: \
-         User \"system:serviceaccount:{}:{account}\" cannot list resource \"endpointslices\" in API group \
+        "not ready: endpointslices cache\nwatch: 403 Forbidden: endpointslices.discovery.k8s.io is forbidden: \
+         User \"system:serviceaccount:{}:{account}\" cannot watch resource \"endpointslices\" in API group \
          \"discovery.k8s.io\" at the cluster scope\n",
         env.ns
     );

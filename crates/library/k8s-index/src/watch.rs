@@ -318,10 +318,13 @@ fn causes(error: &(dyn std::error::Error + 'static)) -> String {
     }
 }
 
-/// Keys the index holds, and the objects of a list in progress.
+/// Keys the index holds, and the (re)list in progress.
 struct WatchState<K> {
+    /// Every key the index was given and not yet told is gone: a re-list
+    /// is compared with it to find the objects deleted meanwhile.
     known: KnownKeys,
-    listing: Option<Vec<K>>,
+    /// The list in progress, from `Init` to `InitDone`.
+    listing: Option<Listing<K>>,
 }
 
 impl<K> Default for WatchState<K> {
@@ -329,6 +332,24 @@ impl<K> Default for WatchState<K> {
         Self {
             known: KnownKeys::default(),
             listing: None,
+        }
+    }
+}
+
+/// A (re)list in progress.
+struct Listing<K> {
+    /// The keys listed so far: the complete set at `InitDone`.
+    keys: KnownKeys,
+    /// The listed objects the index gave back ([`Index::take_listed`]),
+    /// kept for [`Index::reset`].
+    objects: Vec<K>,
+}
+
+impl<K> Default for Listing<K> {
+    fn default() -> Self {
+        Self {
+            keys: KnownKeys::default(),
+            objects: Vec::new(),
         }
     }
 }
@@ -348,28 +369,39 @@ impl<K: Resource> WatchState<K> {
     {
         match event {
             watcher::Event::Init => {
-                self.listing = Some(Vec::new());
+                self.listing = Some(Listing::default());
             }
             watcher::Event::InitApply(obj) => match obj.checked() {
-                Ok(obj) => self.listing.get_or_insert_with(Vec::new).push(obj),
+                Ok(obj) => {
+                    let listing = self.listing.get_or_insert_with(Listing::default);
+                    let key = ObjectKey::of(&obj);
+                    if let Some(key) = &key {
+                        listing.keys.insert(key);
+                    }
+                    match index.write().take_listed(obj) {
+                        Some(obj) => listing.objects.push(obj),
+                        // The index has it now: if this list fails and the
+                        // object is gone by the next one, that one must
+                        // remove it.
+                        None => {
+                            if let Some(key) = &key {
+                                self.known.insert(key);
+                            }
+                        }
+                    }
+                }
                 Err(invalid) => skip_invalid(kind, &invalid, metrics),
             },
             watcher::Event::InitDone => {
-                let objects = self.listing.take().unwrap_or_default();
+                let Listing { keys, objects } = self.listing.take().unwrap_or_default();
                 let _span = tracing::info_span!(
                     target: SPAN_TARGET,
                     "index.reset",
                     kind,
-                    objects = objects.len()
+                    objects = keys.len()
                 )
                 .entered();
-                let mut listed = KnownKeys::default();
-                for meta in objects.iter().map(Resource::meta) {
-                    if let Some(name) = &meta.name {
-                        listed.insert_parts(meta.namespace.as_deref(), name);
-                    }
-                }
-                let removed = self.known.replace(listed);
+                let removed = self.known.replace(keys);
                 if !removed.is_empty() {
                     tracing::info!(%kind, removed = removed.len(), "re-list removed objects deleted while the watch was down");
                 }
@@ -541,6 +573,73 @@ mod tests {
 
     fn names(index: &SharedIndex<ObjectCache<Service>>) -> Vec<String> {
         index.read().iter().map(|(k, _)| k.name.clone()).collect()
+    }
+
+    /// An index that takes the listed objects whose names start with `t`
+    /// and gives the others back; it records what `reset` was handed.
+    #[derive(Default)]
+    struct Taking {
+        taken: Vec<String>,
+        resets: Vec<(Vec<String>, Vec<String>)>,
+    }
+
+    impl Index<Service> for Taking {
+        fn apply(&mut self, _: Service) {}
+        fn delete(&mut self, _: ObjectKey) {}
+        fn take_listed(&mut self, obj: Service) -> Option<Service> {
+            let name = obj.metadata.name.clone().unwrap_or_default();
+            if name.starts_with('t') {
+                self.taken.push(name);
+                None
+            } else {
+                Some(obj)
+            }
+        }
+        fn reset(&mut self, objects: Vec<Service>, removed: Vec<ObjectKey>) {
+            let objects = objects.into_iter().filter_map(|o| o.metadata.name);
+            let mut removed: Vec<String> = removed.into_iter().map(|k| k.name).collect();
+            removed.sort();
+            self.resets.push((objects.collect(), removed));
+        }
+    }
+
+    #[test]
+    fn objects_an_index_takes_while_listed_are_not_kept_and_are_removed_when_gone() {
+        let index: SharedIndex<Taking> = SharedIndex::default();
+        use watcher::Event::*;
+        let events = vec![
+            Ok(Init),
+            Ok(InitApply(svc("t1"))),
+            Ok(InitApply(svc("a"))),
+            Ok(InitDone),
+            // A re-list fails after the index took `t2`; by the next one,
+            // `t1` and `t2` are gone.
+            Ok(Init),
+            Ok(InitApply(svc("t2"))),
+            Err(forbidden()),
+            Ok(Init),
+            Ok(InitApply(svc("a"))),
+            Ok(InitDone),
+        ];
+        let (status, synced, _) = new_status();
+        futures::executor::block_on(watch_into(
+            "services".into(),
+            stream::iter(events),
+            index.clone(),
+            IndexMetrics::default().kind("services"),
+            status,
+        ));
+        assert!(*synced.borrow());
+        let index = index.read();
+        assert_eq!(index.taken, ["t1", "t2"]);
+        let a = || vec!["a".to_string()];
+        assert_eq!(
+            index.resets,
+            [
+                (a(), vec![]),
+                (a(), vec!["t1".to_string(), "t2".to_string()])
+            ]
+        );
     }
 
     #[test]

@@ -337,6 +337,9 @@ fn print_row(row: &Row, rows: &[Row]) {
         mb(row.idle.rss.anon),
         mb(row.idle.peak_rss),
     );
+    if let Some(pods) = row.idle.indexed_pods {
+        println!("    meshed pods in its index: {pods}");
+    }
     if let Some((total, anon)) = per_pod(row, rows).filter(|_| row.pods > 0) {
         println!("    per pod against 0 pods: {total} bytes RSS, {anon} bytes anonymous");
     }

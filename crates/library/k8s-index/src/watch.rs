@@ -336,10 +336,18 @@ impl<K> Default for WatchState<K> {
     }
 }
 
+/// How many listed objects are offered to the index under one write lock:
+/// few enough that what waits stays small (about 400 KB of decoded pods),
+/// many enough that a list of 10,000 takes the lock 40 times, not 10,000
+/// (the index's lock is shared by every watch feeding it).
+const LISTED_BATCH: usize = 256;
+
 /// A (re)list in progress.
 struct Listing<K> {
     /// The keys listed so far: the complete set at `InitDone`.
     keys: KnownKeys,
+    /// Listed objects not yet offered to the index, with their keys.
+    arriving: Vec<(Option<ObjectKey>, K)>,
     /// The listed objects the index gave back ([`Index::take_listed`]),
     /// kept for [`Index::reset`].
     objects: Vec<K>,
@@ -349,7 +357,26 @@ impl<K> Default for Listing<K> {
     fn default() -> Self {
         Self {
             keys: KnownKeys::default(),
+            arriving: Vec::new(),
             objects: Vec::new(),
+        }
+    }
+}
+
+impl<K> Listing<K> {
+    /// Offers the arriving objects to `index`, keeping those it gives
+    /// back. The keys of those it took join `known`: if this list fails
+    /// and an object is gone by the next one, that one must remove it.
+    fn offer<I: Index<K>>(&mut self, index: &mut I, known: &mut KnownKeys) {
+        for (key, obj) in self.arriving.drain(..) {
+            match index.take_listed(obj) {
+                Some(obj) => self.objects.push(obj),
+                None => {
+                    if let Some(key) = key {
+                        known.insert(&key);
+                    }
+                }
+            }
         }
     }
 }
@@ -378,34 +405,30 @@ impl<K: Resource> WatchState<K> {
                     if let Some(key) = &key {
                         listing.keys.insert(key);
                     }
-                    match index.write().take_listed(obj) {
-                        Some(obj) => listing.objects.push(obj),
-                        // The index has it now: if this list fails and the
-                        // object is gone by the next one, that one must
-                        // remove it.
-                        None => {
-                            if let Some(key) = &key {
-                                self.known.insert(key);
-                            }
-                        }
+                    listing.arriving.push((key, obj));
+                    if listing.arriving.len() >= LISTED_BATCH {
+                        listing.offer(&mut *index.write(), &mut self.known);
                     }
                 }
                 Err(invalid) => skip_invalid(kind, &invalid, metrics),
             },
             watcher::Event::InitDone => {
-                let Listing { keys, objects } = self.listing.take().unwrap_or_default();
+                let mut listing = self.listing.take().unwrap_or_default();
                 let _span = tracing::info_span!(
                     target: SPAN_TARGET,
                     "index.reset",
                     kind,
-                    objects = keys.len()
+                    objects = listing.keys.len()
                 )
                 .entered();
-                let removed = self.known.replace(keys);
+                let mut index = index.write();
+                listing.offer(&mut *index, &mut self.known);
+                let removed = self.known.replace(listing.keys);
                 if !removed.is_empty() {
                     tracing::info!(%kind, removed = removed.len(), "re-list removed objects deleted while the watch was down");
                 }
-                index.write().reset(objects, removed);
+                index.reset(listing.objects, removed);
+                drop(index);
                 metrics.resets.inc();
                 metrics.waiters.wake_all();
                 return true;
@@ -607,20 +630,25 @@ mod tests {
     fn objects_an_index_takes_while_listed_are_not_kept_and_are_removed_when_gone() {
         let index: SharedIndex<Taking> = SharedIndex::default();
         use watcher::Event::*;
-        let events = vec![
+        // A batch of listed objects, offered to the index as one.
+        let batch: Vec<String> = (0..LISTED_BATCH).map(|i| format!("t-{i:03}")).collect();
+        let mut events = vec![
             Ok(Init),
             Ok(InitApply(svc("t1"))),
             Ok(InitApply(svc("a"))),
             Ok(InitDone),
-            // A re-list fails after the index took `t2`; by the next one,
-            // `t1` and `t2` are gone.
+            // A re-list fails after the index took a batch; by the next
+            // one, `t1` and the batch are gone.
             Ok(Init),
+        ];
+        events.extend(batch.iter().map(|name| Ok(InitApply(svc(name)))));
+        events.extend([
             Ok(InitApply(svc("t2"))),
             Err(forbidden()),
             Ok(Init),
             Ok(InitApply(svc("a"))),
             Ok(InitDone),
-        ];
+        ]);
         let (status, synced, _) = new_status();
         futures::executor::block_on(watch_into(
             "services".into(),
@@ -631,15 +659,13 @@ mod tests {
         ));
         assert!(*synced.borrow());
         let index = index.read();
-        assert_eq!(index.taken, ["t1", "t2"]);
+        // `t2` never reached the index: its batch was cut short.
+        let mut taken = vec!["t1".to_string()];
+        taken.extend(batch.iter().cloned());
+        assert_eq!(index.taken, taken);
         let a = || vec!["a".to_string()];
-        assert_eq!(
-            index.resets,
-            [
-                (a(), vec![]),
-                (a(), vec!["t1".to_string(), "t2".to_string()])
-            ]
-        );
+        taken.sort();
+        assert_eq!(index.resets, [(a(), vec![]), (a(), taken)]);
     }
 
     #[test]
@@ -718,21 +744,27 @@ mod tests {
         let names = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let subscriber = tracing_subscriber::registry().with(SpanNames(names.clone()));
         let index = SharedIndex::default();
+        let events = || {
+            vec![
+                Init,
+                InitApply(svc("a")),
+                InitApply(svc("b")),
+                InitDone,
+                Apply(svc("c")),
+                Delete(svc("a")),
+            ]
+        };
         tracing::subscriber::with_default(subscriber, || {
-            // Another test's thread may have registered these callsites
-            // while only the no-op subscriber was there: ask them again.
+            // With one scoped subscriber in the process, tracing registers
+            // a callsite with the interest of the thread that first reaches
+            // it: another test's thread, without a subscriber, may register
+            // these as never wanted. Once every callsite is registered (the
+            // first run), asking them again here settles it.
+            run_events(&index, events());
             tracing::callsite::rebuild_interest_cache();
-            run_events(
-                &index,
-                vec![
-                    Init,
-                    InitApply(svc("a")),
-                    InitApply(svc("b")),
-                    InitDone,
-                    Apply(svc("c")),
-                    Delete(svc("a")),
-                ],
-            )
+            names.lock().expect("names").clear();
+            *index.write() = ObjectCache::default();
+            run_events(&index, events())
         });
         let names = names.lock().expect("names").clone();
         // The initial list is one update, applied as a whole.

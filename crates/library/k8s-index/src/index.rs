@@ -49,18 +49,7 @@ pub trait Index<K> {
     /// An object was deleted.
     fn delete(&mut self, key: ObjectKey);
 
-    /// One object of a (re)list still arriving. The default gives it back:
-    /// the watch keeps it and hands every listed object to
-    /// [`Index::reset`] once the list is complete. An index may take it
-    /// at once instead (holding back what it publishes until `reset`), so
-    /// that a list of many objects is never held whole beside the index
-    /// it builds; `reset` then gets only the objects given back.
-    fn take_listed(&mut self, obj: K) -> Option<K> {
-        Some(obj)
-    }
-
-    /// A full (re)list completed: the listed set is now complete (the
-    /// objects [`Index::take_listed`] gave back are in `objects`), and
+    /// A full (re)list completed: `objects` is now the complete set, and
     /// `removed` names objects the index had that are gone (deleted while
     /// the watch was down). The default deletes the removed ones, then
     /// applies the rest; indexes may override to publish once.

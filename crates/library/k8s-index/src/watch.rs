@@ -318,13 +318,10 @@ fn causes(error: &(dyn std::error::Error + 'static)) -> String {
     }
 }
 
-/// Keys the index holds, and the (re)list in progress.
+/// Keys the index holds, and the objects of a list in progress.
 struct WatchState<K> {
-    /// Every key the index was given and not yet told is gone: a re-list
-    /// is compared with it to find the objects deleted meanwhile.
     known: KnownKeys,
-    /// The list in progress, from `Init` to `InitDone`.
-    listing: Option<Listing<K>>,
+    listing: Option<Vec<K>>,
 }
 
 impl<K> Default for WatchState<K> {
@@ -332,51 +329,6 @@ impl<K> Default for WatchState<K> {
         Self {
             known: KnownKeys::default(),
             listing: None,
-        }
-    }
-}
-
-/// How many listed objects are offered to the index under one write lock:
-/// few enough that what waits stays small (about 400 KB of decoded pods),
-/// many enough that a list of 10,000 takes the lock 40 times, not 10,000
-/// (the index's lock is shared by every watch feeding it).
-const LISTED_BATCH: usize = 256;
-
-/// A (re)list in progress.
-struct Listing<K> {
-    /// The keys listed so far: the complete set at `InitDone`.
-    keys: KnownKeys,
-    /// Listed objects not yet offered to the index, with their keys.
-    arriving: Vec<(Option<ObjectKey>, K)>,
-    /// The listed objects the index gave back ([`Index::take_listed`]),
-    /// kept for [`Index::reset`].
-    objects: Vec<K>,
-}
-
-impl<K> Default for Listing<K> {
-    fn default() -> Self {
-        Self {
-            keys: KnownKeys::default(),
-            arriving: Vec::new(),
-            objects: Vec::new(),
-        }
-    }
-}
-
-impl<K> Listing<K> {
-    /// Offers the arriving objects to `index`, keeping those it gives
-    /// back. The keys of those it took join `known`: if this list fails
-    /// and an object is gone by the next one, that one must remove it.
-    fn offer<I: Index<K>>(&mut self, index: &mut I, known: &mut KnownKeys) {
-        for (key, obj) in self.arriving.drain(..) {
-            match index.take_listed(obj) {
-                Some(obj) => self.objects.push(obj),
-                None => {
-                    if let Some(key) = key {
-                        known.insert(&key);
-                    }
-                }
-            }
         }
     }
 }
@@ -396,39 +348,32 @@ impl<K: Resource> WatchState<K> {
     {
         match event {
             watcher::Event::Init => {
-                self.listing = Some(Listing::default());
+                self.listing = Some(Vec::new());
             }
             watcher::Event::InitApply(obj) => match obj.checked() {
-                Ok(obj) => {
-                    let listing = self.listing.get_or_insert_with(Listing::default);
-                    let key = ObjectKey::of(&obj);
-                    if let Some(key) = &key {
-                        listing.keys.insert(key);
-                    }
-                    listing.arriving.push((key, obj));
-                    if listing.arriving.len() >= LISTED_BATCH {
-                        listing.offer(&mut *index.write(), &mut self.known);
-                    }
-                }
+                Ok(obj) => self.listing.get_or_insert_with(Vec::new).push(obj),
                 Err(invalid) => skip_invalid(kind, &invalid, metrics),
             },
             watcher::Event::InitDone => {
-                let mut listing = self.listing.take().unwrap_or_default();
+                let objects = self.listing.take().unwrap_or_default();
                 let _span = tracing::info_span!(
                     target: SPAN_TARGET,
                     "index.reset",
                     kind,
-                    objects = listing.keys.len()
+                    objects = objects.len()
                 )
                 .entered();
-                let mut index = index.write();
-                listing.offer(&mut *index, &mut self.known);
-                let removed = self.known.replace(listing.keys);
+                let mut listed = KnownKeys::default();
+                for meta in objects.iter().map(Resource::meta) {
+                    if let Some(name) = &meta.name {
+                        listed.insert_parts(meta.namespace.as_deref(), name);
+                    }
+                }
+                let removed = self.known.replace(listed);
                 if !removed.is_empty() {
                     tracing::info!(%kind, removed = removed.len(), "re-list removed objects deleted while the watch was down");
                 }
-                index.reset(listing.objects, removed);
-                drop(index);
+                index.write().reset(objects, removed);
                 metrics.resets.inc();
                 metrics.waiters.wake_all();
                 return true;
@@ -596,76 +541,6 @@ mod tests {
 
     fn names(index: &SharedIndex<ObjectCache<Service>>) -> Vec<String> {
         index.read().iter().map(|(k, _)| k.name.clone()).collect()
-    }
-
-    /// An index that takes the listed objects whose names start with `t`
-    /// and gives the others back; it records what `reset` was handed.
-    #[derive(Default)]
-    struct Taking {
-        taken: Vec<String>,
-        resets: Vec<(Vec<String>, Vec<String>)>,
-    }
-
-    impl Index<Service> for Taking {
-        fn apply(&mut self, _: Service) {}
-        fn delete(&mut self, _: ObjectKey) {}
-        fn take_listed(&mut self, obj: Service) -> Option<Service> {
-            let name = obj.metadata.name.clone().unwrap_or_default();
-            if name.starts_with('t') {
-                self.taken.push(name);
-                None
-            } else {
-                Some(obj)
-            }
-        }
-        fn reset(&mut self, objects: Vec<Service>, removed: Vec<ObjectKey>) {
-            let objects = objects.into_iter().filter_map(|o| o.metadata.name);
-            let mut removed: Vec<String> = removed.into_iter().map(|k| k.name).collect();
-            removed.sort();
-            self.resets.push((objects.collect(), removed));
-        }
-    }
-
-    #[test]
-    fn objects_an_index_takes_while_listed_are_not_kept_and_are_removed_when_gone() {
-        let index: SharedIndex<Taking> = SharedIndex::default();
-        use watcher::Event::*;
-        // A batch of listed objects, offered to the index as one.
-        let batch: Vec<String> = (0..LISTED_BATCH).map(|i| format!("t-{i:03}")).collect();
-        let mut events = vec![
-            Ok(Init),
-            Ok(InitApply(svc("t1"))),
-            Ok(InitApply(svc("a"))),
-            Ok(InitDone),
-            // A re-list fails after the index took a batch; by the next
-            // one, `t1` and the batch are gone.
-            Ok(Init),
-        ];
-        events.extend(batch.iter().map(|name| Ok(InitApply(svc(name)))));
-        events.extend([
-            Ok(InitApply(svc("t2"))),
-            Err(forbidden()),
-            Ok(Init),
-            Ok(InitApply(svc("a"))),
-            Ok(InitDone),
-        ]);
-        let (status, synced, _) = new_status();
-        futures::executor::block_on(watch_into(
-            "services".into(),
-            stream::iter(events),
-            index.clone(),
-            IndexMetrics::default().kind("services"),
-            status,
-        ));
-        assert!(*synced.borrow());
-        let index = index.read();
-        // `t2` never reached the index: its batch was cut short.
-        let mut taken = vec!["t1".to_string()];
-        taken.extend(batch.iter().cloned());
-        assert_eq!(index.taken, taken);
-        let a = || vec!["a".to_string()];
-        taken.sort();
-        assert_eq!(index.resets, [(a(), vec![]), (a(), taken)]);
     }
 
     #[test]

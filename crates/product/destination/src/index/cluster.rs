@@ -372,13 +372,6 @@ impl ClusterState {
         }
     }
 
-    /// Stores one pod of a relist in progress; returns the IPs whose
-    /// profiles it touched. Nothing is recomputed until the relist
-    /// completes ([`Self::reset_pods`] recomputes every publisher).
-    pub fn store_listed_pod(&mut self, key: ObjectName, pod: PodFacts) -> HashSet<IpAddr> {
-        self.store_pod(key, Some(pod))
-    }
-
     /// Applies a relist of the pods: the whole list at once, then every
     /// publisher is recomputed once.
     pub fn reset_pods(

@@ -15,11 +15,7 @@ pub mod endpoints;
 mod interner;
 pub mod profiles;
 
-use std::{
-    collections::{HashMap, HashSet},
-    net::{IpAddr, SocketAddr},
-    sync::Arc,
-};
+use std::{collections::HashMap, net::SocketAddr, sync::Arc};
 
 use k8s_api::{service_profile::ServiceProfile, workload::ExternalWorkload};
 use k8s_index::{Index, ObjectKey};
@@ -61,11 +57,6 @@ pub struct EndpointsIndex {
     /// an unknown-node group wake on it and look for their node's own
     /// group (see [`FilterKey::grouped`]).
     node_epoch: watch::Sender<u64>,
-    /// IPs whose profiles the pods of a relist in progress touched: each
-    /// listed pod is stored as it arrives (so no list is held whole beside
-    /// the index), and what it touched is recomputed once the list
-    /// completes.
-    listed_profile_ips: HashSet<IpAddr>,
 }
 
 impl EndpointsIndex {
@@ -76,7 +67,6 @@ impl EndpointsIndex {
             profiles: ProfilePublishers::default(),
             service_watchers: HashMap::new(),
             node_epoch: watch::Sender::new(0),
-            listed_profile_ips: HashSet::new(),
         }
     }
 
@@ -384,14 +374,6 @@ impl Index<PodObject> for EndpointsIndex {
         self.refresh(touched);
     }
 
-    fn take_listed(&mut self, pod: PodObject) -> Option<PodObject> {
-        if let Some(key) = namespaced_name(&pod) {
-            let ips = self.cluster.store_listed_pod(key, pod.facts);
-            self.listed_profile_ips.extend(ips);
-        }
-        None
-    }
-
     fn reset(&mut self, pods: Vec<PodObject>, removed: Vec<ObjectKey>) {
         let removed = removed
             .into_iter()
@@ -401,10 +383,7 @@ impl Index<PodObject> for EndpointsIndex {
             .into_iter()
             .filter_map(|pod| Some((namespaced_name(&pod)?, pod.facts)))
             .collect();
-        let mut touched = self.cluster.reset_pods(pods, removed);
-        touched
-            .profile_ips
-            .extend(std::mem::take(&mut self.listed_profile_ips));
+        let touched = self.cluster.reset_pods(pods, removed);
         self.refresh(touched);
     }
 }

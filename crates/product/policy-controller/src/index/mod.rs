@@ -91,10 +91,6 @@ pub struct Index {
     /// One copy of each distinct published server (every port a Server
     /// selects publishes the same one).
     servers: Shared<InboundServer>,
-    /// What the objects of the (re)lists in progress touched: each listed
-    /// object is indexed as it arrives (so no list is held whole beside
-    /// the index), and published once its list completes.
-    listed: Pending,
 }
 
 /// Counts of the inbound index, read by the metrics when scraped, and by tests.
@@ -116,7 +112,7 @@ enum Touched {
     All,
 }
 
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct Pending {
     all: bool,
     namespaces: BTreeSet<String>,
@@ -149,7 +145,6 @@ impl Index {
             opaque: opaque_feed::OpaqueFeed::default(),
             infos: Shared::default(),
             servers: Shared::default(),
-            listed: Pending::default(),
         }
     }
 
@@ -460,23 +455,8 @@ impl<K: Indexed> k8s_index::Index<K> for Index {
         self.flush(pending);
     }
 
-    fn take_listed(&mut self, obj: K) -> Option<K> {
-        if let Some(ObjectKey {
-            namespace: Some(ns),
-            name,
-        }) = ObjectKey::of(&obj)
-        {
-            let touched = K::upsert(self, &ns, name, obj);
-            self.listed.add(touched);
-        }
-        None
-    }
-
     fn reset(&mut self, objects: Vec<K>, removed: Vec<ObjectKey>) {
-        // Lists of other kinds may be in progress too: what they indexed so
-        // far is published with this one, as their objects' own watch
-        // events would have been.
-        let mut pending = std::mem::take(&mut self.listed);
+        let mut pending = Pending::default();
         for key in removed {
             if let Some(ns) = key.namespace {
                 pending.add(K::remove(self, &ns, key.name));

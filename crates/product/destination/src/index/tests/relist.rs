@@ -2,7 +2,6 @@
 //! group once; a Service relist drops Services gone while the watch was down.
 
 use super::*;
-use crate::k8s::pods::PodObject;
 
 #[test]
 fn a_pod_relist_replaces_the_pods_and_publishes_once() {
@@ -44,39 +43,6 @@ fn a_pod_relist_replaces_the_pods_and_publishes_once() {
         .insert("pod-template-hash".into(), "h2".into());
     Index::<Pod>::reset(&mut idx, vec![web0], vec![]);
     assert_eq!(changed(&mut rx), None);
-}
-
-#[test]
-fn pods_taken_as_their_relist_arrives_are_published_once_when_it_completes() {
-    let mut idx = index();
-    idx.apply(service("web", "10.96.0.1"));
-    idx.apply(pod("web-0", "10.0.0.1"));
-    idx.apply(pod("web-1", "10.0.0.2"));
-    idx.apply(slice(
-        "web-abc",
-        "web",
-        &[("web-0", "10.0.0.1", true), ("web-1", "10.0.0.2", true)],
-    ));
-    let mut rx = subscribe(&mut idx, "web", FilterKey::default());
-    let before = rx.borrow_and_update().version;
-
-    // web-0 changed and web-1 was deleted while the watch was down.
-    let mut web0 = pod("web-0", "10.0.0.1");
-    web0.metadata
-        .labels
-        .get_or_insert_default()
-        .insert("pod-template-hash".into(), "h2".into());
-    let taken = Index::<PodObject>::take_listed(&mut idx, PodObject::from(&web0));
-    assert!(taken.is_none(), "the index keeps no list beside itself");
-    assert_eq!(changed(&mut rx), None, "nothing published mid-list");
-
-    Index::<PodObject>::reset(&mut idx, vec![], vec![ObjectKey::new(Some(NS), "web-1")]);
-    assert_eq!(
-        changed(&mut rx),
-        Some(exists(vec![ep("web-0", "10.0.0.1:8080")]))
-    );
-    assert_eq!(rx.borrow().version, before + 1, "one publication");
-    assert!(idx.pod(NS, "web-1").is_none());
 }
 
 #[test]

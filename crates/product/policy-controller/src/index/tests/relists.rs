@@ -36,28 +36,6 @@ fn reset_removes_deleted_objects_and_publishes_once() {
 }
 
 #[test]
-fn listed_objects_are_indexed_as_they_arrive_and_published_with_their_list() {
-    let mut index = Index::new(cluster());
-    index.apply(pod("web", json!({}), &[]));
-    let mut rx = rx(&mut index, "web", 80);
-    use k8s_index::Index as _;
-    let taken = index.take_listed(server(
-        "new",
-        0,
-        json!({"podSelector": {}, "port": 80, "proxyProtocol": "HTTP/2"}),
-    ));
-    assert!(taken.is_none(), "the index keeps no list beside itself");
-    assert_eq!(index.stats().servers, 1, "indexed on arrival");
-    unchanged(&rx);
-
-    k8s_index::Index::<Server>::reset(&mut index, vec![], vec![]);
-    assert_eq!(
-        changed(&mut rx),
-        named_server("new", ProxyProtocol::Http2, Authorizations::new())
-    );
-}
-
-#[test]
 fn namespaces_are_independent() {
     let mut index = Index::new(cluster());
     index.apply(pod_in("other", "web", json!({}), &[]));

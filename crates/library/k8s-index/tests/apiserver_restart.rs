@@ -5,10 +5,13 @@
 //!
 //! This test owns a private control plane, since it stops the apiserver.
 
+mod common;
+
 use std::{sync::Arc, time::Duration};
 
+use common::{names, service, wait_names};
 use k8s_index::{IndexMetrics, ObjectCache, SharedIndex, resources};
-use k8s_openapi::api::core::v1::{Namespace, Service, ServicePort, ServiceSpec};
+use k8s_openapi::api::core::v1::{Namespace, Service};
 use kube::{
     Api,
     api::{DeleteParams, PostParams},
@@ -17,46 +20,6 @@ use local_cluster::{Cluster, ClusterOptions, Lifetime};
 use prometheus_client::registry::Registry;
 
 const NS: &str = "restart";
-
-fn service(name: &str) -> Service {
-    Service {
-        metadata: kube::api::ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        spec: Some(ServiceSpec {
-            ports: Some(vec![ServicePort {
-                port: 80,
-                ..Default::default()
-            }]),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
-fn names(index: &SharedIndex<ObjectCache<Service>>) -> Vec<String> {
-    index
-        .read()
-        .iter()
-        .filter(|(k, _)| k.namespace.as_deref() == Some(NS))
-        .map(|(k, _)| k.name.clone())
-        .collect()
-}
-
-async fn wait_names(index: &SharedIndex<ObjectCache<Service>>, want: &[&str], what: &str) {
-    test_support::eventually(what, Duration::from_secs(60), || {
-        let seen = names(index);
-        async move {
-            if seen == want {
-                Ok(())
-            } else {
-                Err(format!("{seen:?}"))
-            }
-        }
-    })
-    .await;
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn index_converges_after_an_apiserver_outage() {
@@ -84,7 +47,7 @@ async fn index_converges_after_an_apiserver_outage() {
     let index: SharedIndex<ObjectCache<Service>> = Arc::default();
     let watch = resources::services(client.clone(), index.clone(), &metrics);
     let task = tokio::spawn(watch.future);
-    wait_names(&index, &["a", "b"], "initial list").await;
+    wait_names(&index, NS, &["a", "b"], "initial list").await;
 
     // The apiserver we watch through goes away; meanwhile "b" is deleted
     // and "c" created through another apiserver on the same etcd.
@@ -105,14 +68,14 @@ async fn index_converges_after_an_apiserver_outage() {
         .expect("create c");
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(
-        names(&index),
+        names(&index, NS),
         ["a", "b"],
         "nothing can be seen while the apiserver is down"
     );
     drop(other);
 
     cluster.start_apiserver().await.expect("apiserver back");
-    wait_names(&index, &["a", "c"], "convergence after the outage").await;
+    wait_names(&index, NS, &["a", "c"], "convergence after the outage").await;
 
     let mut text = String::new();
     prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");

@@ -8,32 +8,18 @@
 //! Each test owns a private control plane: the feature gate is the API
 //! server's.
 
+mod common;
+
 use std::{sync::Arc, time::Duration};
 
+use common::{names, service, wait_names};
 use k8s_index::{IndexMetrics, ObjectCache, SharedIndex, resources};
-use k8s_openapi::api::core::v1::{Namespace, Service, ServicePort, ServiceSpec};
+use k8s_openapi::api::core::v1::{Namespace, Service};
 use kube::{Api, Client, api::PostParams};
 use local_cluster::{Cluster, ClusterOptions, Lifetime};
 use prometheus_client::registry::Registry;
 
 const NS: &str = "initial-list";
-
-fn service(name: &str) -> Service {
-    Service {
-        metadata: kube::api::ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        spec: Some(ServiceSpec {
-            ports: Some(vec![ServicePort {
-                port: 80,
-                ..Default::default()
-            }]),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
 
 async fn start(gates: &[&str]) -> (tempfile::TempDir, Cluster, Client) {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -57,29 +43,6 @@ async fn create(client: &Client, name: &str) {
         .create(&PostParams::default(), &service(name))
         .await
         .expect("create service");
-}
-
-fn names(index: &SharedIndex<ObjectCache<Service>>) -> Vec<String> {
-    index
-        .read()
-        .iter()
-        .filter(|(k, _)| k.namespace.as_deref() == Some(NS))
-        .map(|(k, _)| k.name.clone())
-        .collect()
-}
-
-async fn wait_names(index: &SharedIndex<ObjectCache<Service>>, want: &[&str], what: &str) {
-    test_support::eventually(what, Duration::from_secs(60), || {
-        let seen = names(index);
-        async move {
-            if seen == want {
-                Ok(())
-            } else {
-                Err(format!("{seen:?}"))
-            }
-        }
-    })
-    .await;
 }
 
 /// The API server's requests for Services: (LIST requests, WATCH requests
@@ -139,22 +102,35 @@ fn restarts(registry: &Registry) -> u64 {
         .unwrap_or(0)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn with_watch_list_on_the_list_is_streamed() {
-    let (_dir, _cluster, client) = start(&[]).await;
+/// The API server's Service requests before and after, as
+/// [`service_requests`] counts them.
+type Requests = (u64, u64, u64);
+
+/// Services `a` and `b`, then the Services watch: its list complete, a
+/// later change seen, and no watch failure counted. Returns the API
+/// server's Service requests before and after the watch.
+async fn list_then_follow(client: &Client) -> (Requests, Requests) {
     for name in ["a", "b"] {
-        create(&client, name).await;
+        create(client, name).await;
     }
-    let before = service_requests(&client).await;
+    let before = service_requests(client).await;
 
     let mut registry = Registry::default();
     let metrics = IndexMetrics::register(&mut registry);
-    let (index, task) = watch(&client, &metrics).await;
-    assert_eq!(names(&index), ["a", "b"], "the streamed list is complete");
-    create(&client, "c").await;
-    wait_names(&index, &["a", "b", "c"], "a change after the list").await;
+    let (index, task) = watch(client, &metrics).await;
+    assert_eq!(names(&index, NS), ["a", "b"], "the list is complete");
+    create(client, "c").await;
+    wait_names(&index, NS, &["a", "b", "c"], "a change after the list").await;
+    let after = service_requests(client).await;
+    assert_eq!(restarts(&registry), 0, "no watch failure counted");
+    task.abort();
+    (before, after)
+}
 
-    let after = service_requests(&client).await;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_watch_list_on_the_list_is_streamed() {
+    let (_dir, _cluster, client) = start(&[]).await;
+    let (before, after) = list_then_follow(&client).await;
     assert_eq!(
         after.0, before.0,
         "no LIST of Services: {before:?} -> {after:?}"
@@ -167,26 +143,13 @@ async fn with_watch_list_on_the_list_is_streamed() {
         after.2 > before.2,
         "a streamed list was served: {before:?} -> {after:?}"
     );
-    assert_eq!(restarts(&registry), 0, "no watch failure");
-    task.abort();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_watch_list_off_the_list_is_paged_after_one_refusal() {
     let (_dir, _cluster, client) = start(&["WatchList=false"]).await;
-    for name in ["a", "b"] {
-        create(&client, name).await;
-    }
-    let before = service_requests(&client).await;
-
-    let mut registry = Registry::default();
-    let metrics = IndexMetrics::register(&mut registry);
-    let (index, task) = watch(&client, &metrics).await;
-    assert_eq!(names(&index), ["a", "b"], "the paged list is complete");
-    create(&client, "c").await;
-    wait_names(&index, &["a", "b", "c"], "a change after the list").await;
-
-    let after = service_requests(&client).await;
+    // The refusal is not a watch failure (list_then_follow checks).
+    let (before, after) = list_then_follow(&client).await;
     assert_eq!(
         after.1,
         before.1 + 1,
@@ -200,6 +163,4 @@ async fn with_watch_list_off_the_list_is_paged_after_one_refusal() {
         after.2, before.2,
         "no streamed list: {before:?} -> {after:?}"
     );
-    assert_eq!(restarts(&registry), 0, "the refusal is not a watch failure");
-    task.abort();
 }

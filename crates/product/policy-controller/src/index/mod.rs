@@ -85,9 +85,6 @@ pub struct Index {
     namespaces: HashMap<String, Namespace>,
     authentications: Authentications,
     opaque: opaque_feed::OpaqueFeed,
-    /// One copy of each distinct workload definition (the pods of a
-    /// ReplicaSet share theirs).
-    infos: Shared<WorkloadInfo>,
     /// One copy of each distinct published server (every port a Server
     /// selects publishes the same one).
     servers: Shared<InboundServer>,
@@ -143,7 +140,6 @@ impl Index {
             namespaces: HashMap::new(),
             authentications: Authentications::default(),
             opaque: opaque_feed::OpaqueFeed::default(),
-            infos: Shared::default(),
             servers: Shared::default(),
         }
     }
@@ -511,7 +507,8 @@ impl Indexed for Pod {
 
 impl Indexed for ExternalWorkload {
     fn upsert(index: &mut Index, ns: &str, name: String, ew: Self) -> Touched {
-        index.set_workload(ns, name, WorkloadInfo::from_external_workload(&ew))
+        let info = crate::k8s::workload::shared(WorkloadInfo::from_external_workload(&ew));
+        index.set_workload(ns, name, info)
     }
 
     fn remove(index: &mut Index, ns: &str, name: String) -> Touched {
@@ -524,9 +521,10 @@ impl Indexed for ExternalWorkload {
 
 impl Index {
     /// Adds or updates a workload; only a changed one needs recomputing.
-    fn set_workload(&mut self, ns: &str, name: String, info: WorkloadInfo) -> Touched {
+    /// Stores a workload's definition, the process's shared copy of it
+    /// ([`crate::k8s::workload::shared`]).
+    fn set_workload(&mut self, ns: &str, name: String, info: Arc<WorkloadInfo>) -> Touched {
         let kind = info.kind;
-        let info = self.infos.get(info);
         let workloads = self.ns_mut(ns).workloads_mut(kind);
         match workloads.get_mut(&name) {
             Some(existing) if existing.info == info => return Touched::Nothing,

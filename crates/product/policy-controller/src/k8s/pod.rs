@@ -7,6 +7,7 @@
 use std::{
     collections::{BTreeMap, BTreeSet},
     num::NonZeroU16,
+    sync::Arc,
 };
 
 use k8s_index::partial::{Kept, read_keys};
@@ -15,7 +16,7 @@ use serde::{Deserialize, Deserializer};
 
 use super::workload::{
     DEFAULT_POLICY_ANNOTATION, OPAQUE_PORTS_ANNOTATION, REQUIRE_IDENTITY_ANNOTATION, Settings,
-    WorkloadInfo, is_tcp,
+    WorkloadInfo, is_tcp, shared,
 };
 use crate::core::{PortSet, WorkloadKind};
 
@@ -28,18 +29,18 @@ k8s_index::partial_object! {
     /// pod that is not meshed).
     #[derive(Clone, Debug)]
     pub struct PodObject {
-        /// The meshed pod's definition.
-        pub info: Option<WorkloadInfo>,
+        /// The meshed pod's definition, the process's shared copy of it.
+        pub info: Option<Arc<WorkloadInfo>>,
     }
     kind = "Pod", group = "", version = "v1", plural = "pods";
-    decoded from PodJson by info;
+    decoded from PodJson by shared_info;
 }
 
 impl WorkloadInfo {
     /// A `k8s-openapi` pod's definition (tests, and callers holding full
     /// objects), through the same decoding as the watch's; `None` for an
     /// unmeshed pod.
-    pub fn from_pod(pod: &Pod) -> Option<Self> {
+    pub fn from_pod(pod: &Pod) -> Option<Arc<Self>> {
         serde_json::to_value(pod)
             .and_then(serde_json::from_value::<PodObject>)
             .ok()
@@ -121,6 +122,12 @@ struct HttpGetJson {
 }
 
 impl PodJson {
+    /// The meshed pod's definition, shared ([`shared`]); `None` if it is
+    /// not meshed.
+    fn shared_info(self) -> Option<Arc<WorkloadInfo>> {
+        self.info().map(shared)
+    }
+
     /// The meshed pod's definition; `None` if it is not meshed.
     fn info(self) -> Option<WorkloadInfo> {
         let labels = self.metadata.labels.unwrap_or_default();
@@ -282,5 +289,24 @@ mod tests {
             [p(3306), p(4000), p(4001)].into_iter().collect()
         );
         assert!(info.settings.require_identity_ports.is_empty());
+    }
+
+    #[test]
+    fn pods_of_one_template_share_one_definition_from_decoding() {
+        // Two pods of one ReplicaSet differ in name only; a third in labels.
+        let pod = |name: &str, app: &str| -> PodObject {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {
+                    "name": name, "namespace": "shared-decoding",
+                    "labels": {"app": app, "linkerd.io/control-plane-ns": "linkerd"}
+                },
+                "spec": {"containers": [{"name": "app", "ports": [{"containerPort": 8080}]}]}
+            }))
+            .expect("pod")
+        };
+        let (a, b, c) = (pod("a", "web"), pod("b", "web"), pod("c", "db"));
+        let info = |p: &PodObject| p.info.clone().expect("a meshed pod");
+        assert!(Arc::ptr_eq(&info(&a), &info(&b)));
+        assert!(!Arc::ptr_eq(&info(&a), &info(&c)));
     }
 }

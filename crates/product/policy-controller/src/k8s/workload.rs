@@ -6,7 +6,11 @@
 use std::{
     collections::{BTreeMap, BTreeSet},
     num::NonZeroU16,
+    sync::{Arc, LazyLock},
 };
+
+use k8s_index::shared::Shared;
+use parking_lot::Mutex;
 
 use super::selector::Labels;
 use crate::core::{DefaultPolicy, PortSet, WorkloadKind, parse_port_set};
@@ -19,8 +23,8 @@ pub const OPAQUE_PORTS_ANNOTATION: &str = k8s_api::labels::OPAQUE_PORTS;
 pub const REQUIRE_IDENTITY_ANNOTATION: &str = k8s_api::labels::REQUIRE_IDENTITY_INBOUND_PORTS;
 
 /// What the index keeps of a workload's definition: the same for every pod
-/// of a ReplicaSet, so the index keeps one shared copy of each
-/// ([`k8s_index::shared`]).
+/// of a ReplicaSet, so the process keeps one shared copy of each
+/// ([`shared`]).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct WorkloadInfo {
     /// Which Servers may select it (`podSelector` or
@@ -83,6 +87,22 @@ impl WorkloadInfo {
             .flatten()
             .map(String::as_str)
     }
+}
+
+/// The process's one copy of each workload definition in use.
+///
+/// Pods are decoded by kube's watcher through `Deserialize`, which takes no
+/// context, so the set the decoder and the index share is the process's
+/// own: a listed pod holds the shared copy from the moment it is decoded,
+/// and a list of 10,000 pods waiting for its end holds one definition per
+/// ReplicaSet, not one per pod. Values are immutable and compared whole,
+/// so indexes that share the set (tests build several) cannot see each
+/// other's workloads, only equal definitions.
+static SHARED: LazyLock<Mutex<Shared<WorkloadInfo>>> = LazyLock::new(Default::default);
+
+/// The shared copy of `info` (stored now if no equal definition is).
+pub fn shared(info: WorkloadInfo) -> Arc<WorkloadInfo> {
+    SHARED.lock().get(info)
 }
 
 /// Whether a port's `protocol` is TCP (the default when unset).

@@ -520,9 +520,9 @@ impl Indexed for ExternalWorkload {
 }
 
 impl Index {
-    /// Adds or updates a workload; only a changed one needs recomputing.
-    /// Stores a workload's definition, the process's shared copy of it
-    /// ([`crate::k8s::workload::shared`]).
+    /// Adds or updates a workload, keeping the process's shared copy of its
+    /// definition ([`crate::k8s::workload::shared`]); only a changed one
+    /// needs recomputing.
     fn set_workload(&mut self, ns: &str, name: String, info: Arc<WorkloadInfo>) -> Touched {
         let kind = info.kind;
         let workloads = self.ns_mut(ns).workloads_mut(kind);

@@ -7,10 +7,12 @@
 
 use std::{
     io::{Read as _, Write as _},
-    net::{SocketAddr, TcpListener, TcpStream},
+    net::{SocketAddr, TcpStream},
     process::{Command, Stdio},
     time::{Duration, Instant},
 };
+
+use test_support::free_addr;
 
 /// Kills the process when the test ends, even on panic.
 struct Running(std::process::Child);
@@ -20,11 +22,6 @@ impl Drop for Running {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn free_addr() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("binding a free port");
-    listener.local_addr().expect("local addr")
 }
 
 fn start(enable_pprof: &str) -> (Running, SocketAddr) {

@@ -7,23 +7,18 @@
 
 use std::{
     io::Write as _,
-    net::{SocketAddr, TcpListener},
+    net::SocketAddr,
     path::{Path, PathBuf},
     process::{Command, Stdio},
     time::Duration,
 };
 
-use test_support::{LocalCa, TestEnv, eventually};
+use test_support::{LocalCa, TestEnv, eventually, free_addr};
 
 const WEBHOOK: &str = "linkerd-sp-validator.linkerd.io";
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../..")
-}
-
-fn free_addr() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("binding a free port");
-    listener.local_addr().expect("local addr")
 }
 
 /// Kills the webhook process when the test ends, even on panic.

@@ -198,7 +198,7 @@ fn streams_behind(
                 }
                 Followed::Profile(key) => (index.profile_state(key)?.version, None),
                 // Linked clusters' groups are not in the local index.
-                Followed::RemoteGroup { .. } | Followed::Federated { .. } => return None,
+                Followed::RemoteGroup(_) | Followed::Federated { .. } => return None,
             };
             let progress = entry.progress.view();
             if progress.sent_version.is_some_and(|v| v >= newest) {
@@ -212,7 +212,7 @@ fn streams_behind(
             let behind_ms = now_ms.saturating_sub(since);
             (behind_ms >= BEHIND_GRACE_MS).then(|| StreamBehind {
                 id: entry.id,
-                path: entry.path.clone(),
+                path: entry.path.to_string(),
                 pod: client_pod(entry),
                 sent_version: progress.sent_version,
                 newest_version: newest,
@@ -430,12 +430,12 @@ async fn streams(State(state): State<Introspection>, Query(q): Query<StreamsQuer
                     index.group_state(service, *port, key).map(|s| s.version)
                 }
                 Followed::Profile(key) => index.profile_state(key).map(|s| s.version),
-                Followed::RemoteGroup { .. } | Followed::Federated { .. } => None,
+                Followed::RemoteGroup(_) | Followed::Federated { .. } => None,
             };
             StreamView {
                 id: e.id,
                 kind: e.kind,
-                path: e.path.clone(),
+                path: e.path.to_string(),
                 peer: e.peer.map(|p| p.to_string()),
                 client_namespace: e.token.ns.clone(),
                 client_pod: e.token.pod.clone(),
@@ -464,15 +464,12 @@ fn follows(followed: &Followed) -> String {
         Followed::Group { service, port, key } => {
             format!("Service {}:{port}{}", service_name(service), group(key))
         }
-        Followed::RemoteGroup {
-            cluster,
-            service,
-            port,
-            key,
-        } => format!(
-            "Service {}:{port} in cluster {cluster}{}",
-            service_name(service),
-            group(key)
+        Followed::RemoteGroup(remote) => format!(
+            "Service {}:{} in cluster {}{}",
+            service_name(&remote.service),
+            remote.port,
+            remote.cluster,
+            group(&remote.key)
         ),
         Followed::Federated { service, port } => {
             format!("federated Service {}:{port}", service_name(service))
@@ -613,13 +610,13 @@ mod tests {
     fn web_stream(pod: &str, node: &str) -> StreamEntry {
         StreamEntry::new(
             StreamKind::Get,
-            "web.ns.svc.cluster.local:80".into(),
+            "web.ns.svc.cluster.local:80",
             Some("10.1.0.9:40000".parse().expect("addr")),
-            ContextToken {
+            Arc::new(ContextToken {
                 ns: "client".into(),
                 pod: pod.into(),
                 node_name: node.into(),
-            },
+            }),
             Followed::Group {
                 service: svc_id("web"),
                 port: 80,

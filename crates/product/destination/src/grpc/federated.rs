@@ -172,7 +172,7 @@ impl DestinationService {
             StreamKind::Get,
             path,
             peer,
-            get.token,
+            self.shared_token(get.token),
             Followed::Federated {
                 service: get.target.service.clone(),
                 port: get.target.port,

@@ -55,9 +55,9 @@ impl DestinationService {
         // back from there.
         let registered = self.streams.register(StreamEntry::new(
             StreamKind::GetProfile,
-            request.path.clone(),
+            request.path.as_str(),
             peer,
-            parsed.token.clone(),
+            self.shared_token(parsed.token),
             Followed::Profile(key),
         ));
         let entry = registered.listed();

@@ -31,7 +31,10 @@ pub use get::StreamCursor;
 pub use grpc_stream::FrameStream;
 pub use status::REASON_HEADER;
 
-use crate::{index::EndpointsIndex, metrics::DestinationMetrics, multicluster::SharedClusterStore};
+use crate::{
+    core::context_token::ContextToken, index::EndpointsIndex, metrics::DestinationMetrics,
+    multicluster::SharedClusterStore,
+};
 use status::RequestError;
 use streams::StreamRegistry;
 
@@ -55,6 +58,11 @@ pub struct DestinationService {
     /// cluster networks (addresses outside are never checked); none in unit
     /// tests: the index answers as it is.
     confirm: Option<(k8s_index::MissConfirmer, std::sync::Arc<[ipnet::IpNet]>)>,
+    /// One copy of each context token the open streams were opened with: a
+    /// proxy opens all its streams with the same token, so its streams'
+    /// registry entries point at one copy. Bounded by the open streams
+    /// (tokens no stream holds are swept as the set grows).
+    tokens: Arc<parking_lot::Mutex<k8s_index::shared::Shared<ContextToken>>>,
 }
 
 impl DestinationService {
@@ -76,7 +84,13 @@ impl DestinationService {
             shutdown,
             clusters: None,
             confirm: None,
+            tokens: Arc::default(),
         }
+    }
+
+    /// The shared copy of a stream's context token.
+    fn shared_token(&self, token: ContextToken) -> Arc<ContextToken> {
+        self.tokens.lock().get(token)
     }
 
     /// Serves remote-discovery and federated Services from these linked

@@ -4,7 +4,10 @@
 
 use std::{
     net::SocketAddr,
-    sync::atomic::{AtomicU64, Ordering},
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
 };
 
 use grpc_stream::registry::{self, WriteCounts, WriteCountsView};
@@ -37,17 +40,22 @@ pub enum Followed {
         port: u16,
         key: FilterKey,
     },
-    /// A `Get` filter group of a linked cluster's index.
-    RemoteGroup {
-        cluster: String,
-        service: ServiceId,
-        port: u16,
-        key: FilterKey,
-    },
+    /// A `Get` filter group of a linked cluster's index (boxed: rare, and
+    /// the largest variant, it would widen every stream's entry).
+    RemoteGroup(Box<RemoteGroup>),
     /// A federated Service: the union of its members' groups.
     Federated { service: ServiceId, port: u16 },
     /// A `GetProfile` publisher.
     Profile(ProfileKey),
+}
+
+/// A `Get` filter group of a linked cluster's index.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RemoteGroup {
+    pub cluster: String,
+    pub service: ServiceId,
+    pub port: u16,
+    pub key: FilterKey,
 }
 
 impl Followed {
@@ -55,25 +63,28 @@ impl Followed {
     /// port and filter key.
     pub fn group(&self) -> Option<(&ServiceId, u16, &FilterKey)> {
         match self {
-            Self::Group { service, port, key }
-            | Self::RemoteGroup {
-                service, port, key, ..
-            } => Some((service, *port, key)),
+            Self::Group { service, port, key } => Some((service, *port, key)),
+            Self::RemoteGroup(remote) => Some((&remote.service, remote.port, &remote.key)),
             Self::Federated { .. } | Self::Profile(_) => None,
         }
     }
 }
 
 /// One stream: what it asked for (fixed when it opens) and its progress.
+/// One is held per open stream, so its fields are as narrow as they can
+/// be: the path boxed to its length, the token shared by the streams of
+/// one proxy (see [`super::DestinationService`]'s token set), the rare
+/// remote group boxed. (It fits jemalloc's 256-byte class, with the
+/// registry's id and the `Arc`: a test below keeps it there.)
 #[derive(Debug)]
 pub struct StreamEntry {
     pub kind: StreamKind,
     /// The request's `path` as the client sent it.
-    pub path: String,
+    pub path: Box<str>,
     /// The client's address, when known.
     pub peer: Option<SocketAddr>,
     /// The client's context token (namespace, pod, node).
-    pub token: ContextToken,
+    pub token: Arc<ContextToken>,
     pub followed: Followed,
     pub progress: Progress,
 }
@@ -81,14 +92,14 @@ pub struct StreamEntry {
 impl StreamEntry {
     pub fn new(
         kind: StreamKind,
-        path: String,
+        path: impl Into<Box<str>>,
         peer: Option<SocketAddr>,
-        token: ContextToken,
+        token: Arc<ContextToken>,
         followed: Followed,
     ) -> Self {
         Self {
             kind,
-            path,
+            path: path.into(),
             peer,
             token,
             followed,
@@ -133,6 +144,14 @@ impl Progress {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_listed_entry_fits_jemallocs_256_byte_class() {
+        // What the registry allocates per stream: the entry, its id and
+        // open time, and the `Arc`'s two counts.
+        let allocated = std::mem::size_of::<ListedStream>() + 2 * std::mem::size_of::<usize>();
+        assert!(allocated <= 256, "{allocated} bytes");
+    }
 
     #[test]
     fn progress_counts_sends_and_coalescing() {

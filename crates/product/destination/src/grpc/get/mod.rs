@@ -12,7 +12,7 @@ use super::{
     DestinationService, FrameStream,
     request::get_request,
     status::RequestError,
-    streams::{Followed, StreamEntry, StreamKind},
+    streams::{Followed, RemoteGroup, StreamEntry, StreamKind},
     subscription::{Moved, Rekey},
 };
 use crate::{
@@ -120,7 +120,7 @@ impl DestinationService {
         // it (and only such a stream pays for the sharing).
         let (rekey, moving) = match wake {
             Some(wake) => {
-                let current = Arc::new(parking_lot::Mutex::new(grouped.clone()));
+                let current = Arc::new(parking_lot::Mutex::new(grouped));
                 let check = rekey_check(
                     index.clone(),
                     service.clone(),
@@ -133,17 +133,13 @@ impl DestinationService {
             None => (None, None),
         };
         let followed = match cluster {
-            None => Followed::Group {
-                service: service.clone(),
-                port,
-                key,
-            },
-            Some(cluster) => Followed::RemoteGroup {
+            None => Followed::Group { service, port, key },
+            Some(cluster) => Followed::RemoteGroup(Box::new(RemoteGroup {
                 cluster,
-                service: service.clone(),
+                service,
                 port,
                 key,
-            },
+            })),
         };
         tracing::debug!(%path, node = %token.node_name, "Get stream opened");
         self.metrics.stream_opened();
@@ -151,19 +147,28 @@ impl DestinationService {
             StreamKind::Get,
             path,
             peer,
-            token,
+            self.shared_token(token),
             followed,
         ));
         let entry = registered.listed();
 
+        // The group is kept once, in the registry entry; the release reads
+        // it back from there. A stream that may move releases the group it
+        // follows by then (`moving`); any other follows the key it asked
+        // with (`FilterKey::grouped` changes only unknown nodes' keys).
         let metrics = self.metrics.clone();
         let release = move || {
+            let listed = registered.listed();
             drop(registered);
-            let key = match &moving {
-                Some(current) => current.lock().clone(),
-                None => grouped,
-            };
-            index.write().release(&service, port, &key);
+            if let Some((service, port, asked)) = listed.followed.group() {
+                match &moving {
+                    Some(current) => {
+                        let key = current.lock().clone();
+                        index.write().release(service, port, &key);
+                    }
+                    None => index.write().release(service, port, asked),
+                }
+            }
             metrics.stream_closed();
         };
         let metrics = self.metrics.clone();

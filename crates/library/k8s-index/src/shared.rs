@@ -46,6 +46,16 @@ impl<T: Hash + Eq> Shared<T> {
         shared
     }
 
+    /// Gives back a copy `get` returned: the stored copy is dropped at once
+    /// if no one else holds it (instead of at the next sweep), so a value
+    /// is freed as soon as its last holder lets go.
+    pub fn release(&mut self, value: Arc<T>) {
+        // The set's copy and `value` are the only ones left.
+        if Arc::strong_count(&value) == 2 {
+            self.values.remove(&*value);
+        }
+    }
+
     /// How many distinct values are stored.
     pub fn len(&self) -> usize {
         self.values.len()
@@ -70,6 +80,17 @@ mod tests {
         assert!(Arc::ptr_eq(&a, &b));
         assert!(!Arc::ptr_eq(&a, &c));
         assert_eq!(shared.len(), 2);
+    }
+
+    #[test]
+    fn a_value_released_by_its_last_holder_is_dropped_at_once() {
+        let mut shared = Shared::default();
+        let a = shared.get("a".to_string());
+        let b = shared.get("a".to_string());
+        shared.release(a);
+        assert_eq!(shared.len(), 1, "b still holds it");
+        shared.release(b);
+        assert!(shared.is_empty());
     }
 
     #[test]

@@ -612,7 +612,7 @@ mod tests {
             StreamKind::Get,
             "web.ns.svc.cluster.local:80",
             Some("10.1.0.9:40000".parse().expect("addr")),
-            Arc::new(ContextToken {
+            crate::grpc::streams::Tokens::default().share(ContextToken {
                 ns: "client".into(),
                 pod: pod.into(),
                 node_name: node.into(),

@@ -36,7 +36,7 @@ use crate::{
     multicluster::SharedClusterStore,
 };
 use status::RequestError;
-use streams::StreamRegistry;
+use streams::{SharedToken, StreamRegistry, Tokens};
 
 /// A stream of gRPC messages (the generated server's stream type; the
 /// framed router answers both RPCs before it is used).
@@ -58,11 +58,8 @@ pub struct DestinationService {
     /// cluster networks (addresses outside are never checked); none in unit
     /// tests: the index answers as it is.
     confirm: Option<(k8s_index::MissConfirmer, std::sync::Arc<[ipnet::IpNet]>)>,
-    /// One copy of each context token the open streams were opened with: a
-    /// proxy opens all its streams with the same token, so its streams'
-    /// registry entries point at one copy. Bounded by the open streams
-    /// (tokens no stream holds are swept as the set grows).
-    tokens: Arc<parking_lot::Mutex<k8s_index::shared::Shared<ContextToken>>>,
+    /// One copy of each context token the open streams were opened with.
+    tokens: Tokens,
 }
 
 impl DestinationService {
@@ -84,13 +81,13 @@ impl DestinationService {
             shutdown,
             clusters: None,
             confirm: None,
-            tokens: Arc::default(),
+            tokens: Tokens::default(),
         }
     }
 
     /// The shared copy of a stream's context token.
-    fn shared_token(&self, token: ContextToken) -> Arc<ContextToken> {
-        self.tokens.lock().get(token)
+    fn shared_token(&self, token: ContextToken) -> SharedToken {
+        self.tokens.share(token)
     }
 
     /// Serves remote-discovery and federated Services from these linked

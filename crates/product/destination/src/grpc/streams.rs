@@ -1,6 +1,7 @@
 //! The open `Get` and `GetProfile` streams, as the admin server shows them:
 //! who asked for what and how far each stream has got (listed by
-//! [`grpc_stream::registry`]; progress written by the stream itself).
+//! [`grpc_stream::registry`]; progress written by the stream itself), with
+//! one copy of each context token they were opened with ([`Tokens`]).
 
 use std::{
     net::SocketAddr,
@@ -11,6 +12,7 @@ use std::{
 };
 
 use grpc_stream::registry::{self, WriteCounts, WriteCountsView};
+use k8s_index::shared::Shared;
 
 use crate::{
     core::{FilterKey, ServiceId, context_token::ContextToken},
@@ -70,11 +72,61 @@ impl Followed {
     }
 }
 
+/// The context tokens of the open streams, one copy of each: a proxy opens
+/// all its streams with the same token, so they share one. A token is
+/// dropped with the last stream entry holding it, so what a client sent
+/// is kept only while its streams are open.
+#[derive(Clone, Debug, Default)]
+pub struct Tokens(Arc<parking_lot::Mutex<Shared<ContextToken>>>);
+
+impl Tokens {
+    /// The shared copy of a new stream's token.
+    pub fn share(&self, token: ContextToken) -> SharedToken {
+        SharedToken {
+            token: Some(self.0.lock().get(token)),
+            tokens: self.clone(),
+        }
+    }
+}
+
+/// A stream's context token, shared with the other streams opened with
+/// the same one; given back to its [`Tokens`] when dropped.
+#[derive(Debug)]
+pub struct SharedToken {
+    /// Always set until dropped (taken by `drop`).
+    token: Option<Arc<ContextToken>>,
+    tokens: Tokens,
+}
+
+/// What a [`SharedToken`] reads as once taken (never, outside `drop`).
+static NO_TOKEN: ContextToken = ContextToken {
+    ns: String::new(),
+    node_name: String::new(),
+    pod: String::new(),
+};
+
+impl std::ops::Deref for SharedToken {
+    type Target = ContextToken;
+
+    fn deref(&self) -> &ContextToken {
+        self.token.as_deref().unwrap_or(&NO_TOKEN)
+    }
+}
+
+impl Drop for SharedToken {
+    fn drop(&mut self) {
+        if let Some(token) = self.token.take() {
+            // Given back under the set's lock: of two streams with one
+            // token closing at once, the second sees the first's copy gone.
+            self.tokens.0.lock().release(token);
+        }
+    }
+}
+
 /// One stream: what it asked for (fixed when it opens) and its progress.
 /// One is held per open stream, so its fields are as narrow as they can
 /// be: the path boxed to its length, the token shared by the streams of
-/// one proxy (see [`super::DestinationService`]'s token set), the rare
-/// remote group boxed. (It fits jemalloc's 256-byte class, with the
+/// one proxy ([`Tokens`]), the rare remote group boxed. (It fits jemalloc's 256-byte class, with the
 /// registry's id and the `Arc`: a test below keeps it there.)
 #[derive(Debug)]
 pub struct StreamEntry {
@@ -84,7 +136,7 @@ pub struct StreamEntry {
     /// The client's address, when known.
     pub peer: Option<SocketAddr>,
     /// The client's context token (namespace, pod, node).
-    pub token: Arc<ContextToken>,
+    pub token: SharedToken,
     pub followed: Followed,
     pub progress: Progress,
 }
@@ -94,7 +146,7 @@ impl StreamEntry {
         kind: StreamKind,
         path: impl Into<Box<str>>,
         peer: Option<SocketAddr>,
-        token: Arc<ContextToken>,
+        token: SharedToken,
         followed: Followed,
     ) -> Self {
         Self {
@@ -151,6 +203,25 @@ mod tests {
         // open time, and the `Arc`'s two counts.
         let allocated = std::mem::size_of::<ListedStream>() + 2 * std::mem::size_of::<usize>();
         assert!(allocated <= 256, "{allocated} bytes");
+    }
+
+    #[test]
+    fn a_token_is_kept_while_a_stream_holds_it() {
+        let tokens = Tokens::default();
+        let token = |pod: &str| ContextToken {
+            ns: "ns".into(),
+            node_name: "node-1".into(),
+            pod: pod.into(),
+        };
+        let a = tokens.share(token("web-0"));
+        let b = tokens.share(token("web-0"));
+        let c = tokens.share(token("web-1"));
+        assert_eq!(tokens.0.lock().len(), 2, "web-0's streams share one copy");
+        assert_eq!(b.pod, "web-0");
+        drop(a);
+        assert_eq!(tokens.0.lock().len(), 2, "web-0's second stream is open");
+        drop((b, c));
+        assert!(tokens.0.lock().is_empty(), "no stream is open");
     }
 
     #[test]

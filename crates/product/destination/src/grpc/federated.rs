@@ -172,7 +172,7 @@ impl DestinationService {
             StreamKind::Get,
             path,
             peer,
-            self.shared_token(get.token),
+            self.tokens.share(get.token),
             Followed::Federated {
                 service: get.target.service.clone(),
                 port: get.target.port,

@@ -57,7 +57,7 @@ impl DestinationService {
             StreamKind::GetProfile,
             request.path.as_str(),
             peer,
-            self.shared_token(parsed.token),
+            self.tokens.share(parsed.token),
             Followed::Profile(key),
         ));
         let entry = registered.listed();

@@ -31,12 +31,9 @@ pub use get::StreamCursor;
 pub use grpc_stream::FrameStream;
 pub use status::REASON_HEADER;
 
-use crate::{
-    core::context_token::ContextToken, index::EndpointsIndex, metrics::DestinationMetrics,
-    multicluster::SharedClusterStore,
-};
+use crate::{index::EndpointsIndex, metrics::DestinationMetrics, multicluster::SharedClusterStore};
 use status::RequestError;
-use streams::{SharedToken, StreamRegistry, Tokens};
+use streams::{StreamRegistry, Tokens};
 
 /// A stream of gRPC messages (the generated server's stream type; the
 /// framed router answers both RPCs before it is used).
@@ -83,11 +80,6 @@ impl DestinationService {
             confirm: None,
             tokens: Tokens::default(),
         }
-    }
-
-    /// The shared copy of a stream's context token.
-    fn shared_token(&self, token: ContextToken) -> SharedToken {
-        self.tokens.share(token)
     }
 
     /// Serves remote-discovery and federated Services from these linked

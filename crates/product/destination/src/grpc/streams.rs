@@ -126,8 +126,9 @@ impl Drop for SharedToken {
 /// One stream: what it asked for (fixed when it opens) and its progress.
 /// One is held per open stream, so its fields are as narrow as they can
 /// be: the path boxed to its length, the token shared by the streams of
-/// one proxy ([`Tokens`]), the rare remote group boxed. (It fits jemalloc's 256-byte class, with the
-/// registry's id and the `Arc`: a test below keeps it there.)
+/// one proxy ([`Tokens`]), the rare remote group boxed. (It fits
+/// jemalloc's 256-byte class, with the registry's id and the `Arc`: a test
+/// below keeps it there.)
 #[derive(Debug)]
 pub struct StreamEntry {
     pub kind: StreamKind,

@@ -147,7 +147,7 @@ impl DestinationService {
             StreamKind::Get,
             path,
             peer,
-            self.shared_token(token),
+            self.tokens.share(token),
             followed,
         ));
         let entry = registered.listed();

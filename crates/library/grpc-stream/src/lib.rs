@@ -30,11 +30,13 @@ pub mod cap;
 pub mod metrics;
 pub mod registry;
 mod router;
+mod serve;
 pub mod server;
 pub mod spans;
 mod sync_gate;
 
 pub use router::{FramedMethods, FramedRouter};
+pub use serve::serve;
 pub use sync_gate::{SyncGate, SyncGateLayer};
 
 use bytes::{BufMut, Bytes, BytesMut};

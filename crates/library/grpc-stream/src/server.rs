@@ -1,6 +1,6 @@
 //! The transport limits of both gRPC servers (the destination's `:8086` and
-//! the policy controller's `:8090`), in one place: [`builder`] configures
-//! tonic's server, [`incoming`] accepts its connections.
+//! the policy controller's `:8090`), in one place: [`crate::serve`] serves
+//! with them, [`incoming`] accepts its connections.
 //!
 //! | limit | value | why |
 //! |---|---|---|
@@ -51,8 +51,8 @@
 //!
 //! **Idle connections hold no I/O buffers.** The patched h2 (vendor/h2)
 //! frees a connection's read and write buffers while they are empty when
-//! its server builder's `release_idle_buffers` is on; hyper and tonic build
-//! h2's builder themselves and cannot set it, so [`builder`] turns on the
+//! its server builder's `release_idle_buffers` is on; hyper builds h2's
+//! builder itself and cannot set it, so [`crate::serve`] turns on the
 //! fork's process-wide default instead (every HTTP/2 server connection the
 //! process accepts afterwards, the admin and webhook servers' included).
 //! It saves about 24 KiB per idle proxy connection (vendor/h2/README.md).
@@ -159,27 +159,7 @@ impl ServerLimits {
     }
 }
 
-/// tonic's server builder with the limits of `limits` and of this module.
-/// (Each generated service also caps its request messages at
-/// [`crate::MAX_REQUEST_BYTES`]: `max_decoding_message_size` is per service.)
-pub fn builder(limits: &ServerLimits) -> tonic::transport::Server {
-    // (Not with the release h2: `cargo xtask bench h2-ab`'s second set.)
-    #[cfg(not(feature = "pristine-h2"))]
-    h2::server::set_release_idle_buffers_default(true);
-    tonic::transport::Server::builder()
-        .max_concurrent_streams(limits.max_concurrent_streams)
-        .http2_max_header_list_size(MAX_HEADER_LIST_SIZE)
-        .initial_stream_window_size(REQUEST_STREAM_WINDOW)
-        .initial_connection_window_size(REQUEST_CONNECTION_WINDOW)
-        .http2_adaptive_window(Some(false))
-        .max_frame_size(MAX_FRAME_SIZE)
-        .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
-        .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
-        .http2_max_pending_accept_reset_streams(Some(MAX_PENDING_ACCEPT_RESET_STREAMS))
-        .http2_max_local_error_reset_streams(Some(MAX_LOCAL_ERROR_RESET_STREAMS))
-}
-
-/// The connections of `listener` for `serve_with_incoming_shutdown`:
+/// The connections of `listener` for [`crate::serve`]:
 /// `TCP_NODELAY` (without it, small updates wait on the client's delayed
 /// ACK, ~40 ms per fan-out), each guarded by a [`PrefaceGuard`] that closes
 /// and reports (to `peers`) a peer sending anything but the HTTP/2 preface
@@ -232,10 +212,10 @@ impl Connection {
     }
 }
 
-impl Connected for Connection {
-    type ConnectInfo = TcpConnectInfo;
-
-    fn connect_info(&self) -> TcpConnectInfo {
+impl Connection {
+    /// The addresses a request of this connection carries in its
+    /// extensions, as tonic's server gave them.
+    pub(crate) fn connect_info(&self) -> TcpConnectInfo {
         self.io.get_ref().connect_info()
     }
 }

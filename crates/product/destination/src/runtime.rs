@@ -529,8 +529,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let service = DestinationService::new(index, metrics, streams, shutdown.receiver())
         .with_clusters(clusters)
         .with_confirmer(confirmer, args.cluster_networks.clone());
-    // Streams per connection, request sizes, keepalive: one place for both servers.
-    let grpc = grpc_stream::server::builder(&args.grpc_limits)
+    let grpc = tower::ServiceBuilder::new()
         // `-trace-collector`: a span per request, as the original's.
         .layer(grpc_stream::spans::GrpcSpanLayer::new(
             !args.trace_collector.is_empty(),
@@ -543,13 +542,17 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             SYNC_WAIT,
             "the destination",
         ))
-        .add_service(service.router().with_cap(stream_cap))
-        .serve_with_incoming_shutdown(
-            // TCP_NODELAY; garbage and half-open peers closed and reported.
-            grpc_stream::server::incoming(listener, peers.listener("grpc")),
-            // Open streams end with OK first; GOAWAY only after them.
-            grpc_stream::after_streams_end(shutdown.clone().requested(), STREAM_DRAIN_GRACE),
-        );
+        .service(tonic::service::Routes::new(service.router().with_cap(stream_cap)).prepare());
+    // Streams per connection, request sizes, keepalive: one place for both servers.
+    let grpc = grpc_stream::serve(
+        listener,
+        // TCP_NODELAY; garbage and half-open peers closed and reported.
+        peers.listener("grpc"),
+        &args.grpc_limits,
+        grpc,
+        // Open streams end with OK first; GOAWAY only after them.
+        grpc_stream::after_streams_end(shutdown.clone().requested(), STREAM_DRAIN_GRACE),
+    );
     let (grpc, admin, introspection) = tokio::join!(
         grpc,
         admin.serve(shutdown.clone()),
@@ -562,7 +565,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             tracing::warn!("the EndpointSlice writer did not stop in time");
         }
     }
-    grpc.context("gRPC server")?;
+    let () = grpc;
     admin.context("admin server")?;
     introspection.context("introspection server")?;
     tracing::info!("stopped");

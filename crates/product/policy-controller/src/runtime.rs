@@ -325,8 +325,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             &grpc_server_metrics,
             shutdown.clone(),
         )
-        .await
-        .context("gRPC server")
+        .await;
+        anyhow::Ok(())
     };
     let workload_ports = async {
         let service =
@@ -340,8 +340,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             &grpc_server_metrics,
             shutdown.clone(),
         )
-        .await
-        .context("workload-ports gRPC server")
+        .await;
+        anyhow::Ok(())
     };
     let admin = async { admin.serve(shutdown.clone()).await.context("admin server") };
     let introspection = async {

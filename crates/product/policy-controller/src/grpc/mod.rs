@@ -302,29 +302,14 @@ pub async fn serve<D: DiscoverInboundServer, O: crate::core::DiscoverOutboundPol
     synced: tokio::sync::watch::Receiver<bool>,
     metrics: &grpc_stream::metrics::GrpcServerMetrics,
     shutdown: Shutdown,
-) -> Result<(), tonic::transport::Error> {
+) {
     let addr: Option<SocketAddr> = listener.local_addr().ok();
     tracing::info!(?addr, "policy gRPC server listening");
-    // Streams per connection, request sizes, keepalive: one place for all servers.
-    grpc_stream::server::builder(limits)
-        // The original's `grpc_server_*` metrics, refusals included.
-        .layer(metrics.layer())
-        .layer(grpc_stream::SyncGateLayer::new(
-            synced,
-            SYNC_WAIT,
-            "the policy controller",
-        ))
-        // The proxy-facing streams share the process's cap (the
-        // destination's feed, served apart, is not counted against it).
-        .add_service(server.router().with_cap(stream_cap.clone()))
-        .add_service(outbound.router().with_cap(stream_cap))
-        .serve_with_incoming_shutdown(
-            // TCP_NODELAY; garbage and half-open peers closed and reported.
-            grpc_stream::server::incoming(listener, peers),
-            // Open streams end with OK first; GOAWAY only after them.
-            grpc_stream::after_streams_end(shutdown.requested(), STREAM_DRAIN_GRACE),
-        )
-        .await
+    // The proxy-facing streams share the process's cap (the destination's
+    // feed, served apart, is not counted against it).
+    let routes = tonic::service::Routes::new(server.router().with_cap(stream_cap.clone()))
+        .add_service(outbound.router().with_cap(stream_cap));
+    serve_routes(listener, limits, peers, routes, synced, metrics, shutdown).await
 }
 
 /// Serves the destination's workload-ports feed alone on `listener` (the
@@ -338,22 +323,36 @@ pub async fn serve_workload_ports(
     synced: tokio::sync::watch::Receiver<bool>,
     metrics: &grpc_stream::metrics::GrpcServerMetrics,
     shutdown: Shutdown,
-) -> Result<(), tonic::transport::Error> {
+) {
     let addr: Option<SocketAddr> = listener.local_addr().ok();
     tracing::info!(?addr, "workload-ports gRPC server listening");
-    grpc_stream::server::builder(limits)
+    let routes = tonic::service::Routes::new(workload_ports.svc());
+    serve_routes(listener, limits, peers, routes, synced, metrics, shutdown).await
+}
+
+/// Serves `routes` under the original's `grpc_server_*` metrics (refusals
+/// included) and the sync gate. Streams per connection, request sizes and
+/// keepalive are [`grpc_stream::server`]'s, one place for all servers; open
+/// streams end with OK before GOAWAY.
+async fn serve_routes(
+    listener: tokio::net::TcpListener,
+    limits: &grpc_stream::server::ServerLimits,
+    peers: meridian_runtime::peers::Listener,
+    routes: tonic::service::Routes,
+    synced: tokio::sync::watch::Receiver<bool>,
+    metrics: &grpc_stream::metrics::GrpcServerMetrics,
+    shutdown: Shutdown,
+) {
+    let service = tower::ServiceBuilder::new()
         .layer(metrics.layer())
         .layer(grpc_stream::SyncGateLayer::new(
             synced,
             SYNC_WAIT,
             "the policy controller",
         ))
-        .add_service(workload_ports.svc())
-        .serve_with_incoming_shutdown(
-            grpc_stream::server::incoming(listener, peers),
-            grpc_stream::after_streams_end(shutdown.requested(), STREAM_DRAIN_GRACE),
-        )
-        .await
+        .service(routes.prepare());
+    let drained = grpc_stream::after_streams_end(shutdown.requested(), STREAM_DRAIN_GRACE);
+    grpc_stream::serve(listener, peers, limits, service, drained).await
 }
 
 #[cfg(test)]

@@ -41,9 +41,19 @@ pub async fn wait_ready(what: &str, admin: SocketAddr) -> anyhow::Result<()> {
     bail!("{what} not ready after 120s")
 }
 
+/// A free port for a server under test, on [`SERVERS_IP`]: between picking
+/// it and the server binding it, an outgoing connection of the benchmark,
+/// the API server or etcd could take the same port on 127.0.0.1 (where
+/// their source ports are), and the server would not start.
 pub fn free_addr() -> anyhow::Result<SocketAddr> {
-    free_addr_on(std::net::Ipv4Addr::LOCALHOST)
+    free_addr_on(SERVERS_IP)
 }
+
+/// The loopback address the servers under test listen on. Connections to it
+/// leave from 127.0.0.1 (the kernel's source for all of 127.0.0.0/8), so no
+/// outgoing connection takes a port here. The soak's and the failover
+/// bench's replicas have addresses of their own in 127.0.1.0/24.
+pub const SERVERS_IP: std::net::Ipv4Addr = std::net::Ipv4Addr::new(127, 0, 0, 2);
 
 /// A port free on loopback address `ip` (any of 127.0.0.0/8). A server
 /// that listens on an address of its own, as a pod does on its IP, cannot

@@ -36,7 +36,6 @@ use std::{
 };
 
 use bytes::Bytes;
-use futures::StreamExt;
 use http::{HeaderMap, Request, Response};
 use hyper::{body::Incoming, server::conn::http2};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -48,15 +47,15 @@ use tower::{ServiceExt, util::BoxCloneSyncService};
 use crate::server::{
     Connection, KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT, MAX_FRAME_SIZE, MAX_HEADER_LIST_SIZE,
     MAX_LOCAL_ERROR_RESET_STREAMS, MAX_PENDING_ACCEPT_RESET_STREAMS, REQUEST_CONNECTION_WINDOW,
-    REQUEST_STREAM_WINDOW, ServerLimits,
+    REQUEST_STREAM_WINDOW, ServerLimits, accept,
 };
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Serves `service` (tonic's `Routes` under the server's layers) on
 /// `listener` until `shutdown` resolves, then drains as the module docs say.
-/// Connections come from [`crate::server::incoming`]: `TCP_NODELAY`, and a
-/// peer that sends no HTTP/2 preface is closed and reported to `peers`.
+/// Connections come from `server::accept`: `TCP_NODELAY`, and a peer that sends
+/// no HTTP/2 preface is closed and reported to `peers`.
 pub async fn serve<S, B>(
     listener: TcpListener,
     peers: Listener,
@@ -83,34 +82,29 @@ pub async fn serve<S, B>(
     // Every connection holds a receiver until it closes: the server waits
     // for the last one to drop.
     let (stopping, open) = watch::channel(());
-    {
-        // Dropped when the loop ends, closing the listening socket.
-        let mut incoming = pin!(crate::server::incoming(listener, peers));
-        let mut shutdown = pin!(shutdown);
-        loop {
-            let connection = tokio::select! {
-                biased;
-                () = &mut shutdown => break,
-                connection = incoming.next() => connection,
-            };
-            // The stream retries accept errors itself and never ends.
-            let Some(Ok(connection)) = connection else {
-                break;
-            };
-            let service = PerConnection {
-                service: service.clone(),
-                info: connection.connect_info(),
-            };
-            let mut wait = open.clone();
-            tokio::spawn(Serving {
-                connection: builder.serve_connection(TokioIo::new(connection), service),
-                stopping: Some(Box::pin(async move {
-                    let _ = wait.changed().await;
-                })),
-                _open: open.clone(),
-            });
-        }
+    let mut shutdown = pin!(shutdown);
+    let mut warned = None;
+    loop {
+        let connection = tokio::select! {
+            biased;
+            () = &mut shutdown => break,
+            connection = accept(&listener, &peers, &mut warned) => connection,
+        };
+        let service = PerConnection {
+            service: service.clone(),
+            info: connection.connect_info(),
+        };
+        let mut wait = open.clone();
+        tokio::spawn(Serving {
+            connection: builder.serve_connection(TokioIo::new(connection), service),
+            stopping: Some(Box::pin(async move {
+                let _ = wait.changed().await;
+            })),
+            _open: open.clone(),
+        });
     }
+    // New clients are refused from now on.
+    drop(listener);
     let _ = stopping.send(());
     drop(open);
     tracing::debug!(
@@ -120,7 +114,9 @@ pub async fn serve<S, B>(
     stopping.closed().await;
 }
 
-/// hyper's HTTP/2 server settings of [`crate::server`]'s limits.
+/// hyper's HTTP/2 server settings of [`crate::server`]'s limits. (Each
+/// generated service also caps its request messages at
+/// [`crate::MAX_REQUEST_BYTES`]: `max_decoding_message_size` is per service.)
 fn http2_builder(limits: &ServerLimits) -> http2::Builder<TokioExecutor> {
     // (Not with the release h2: `cargo xtask bench h2-ab`'s second set.)
     #[cfg(not(feature = "pristine-h2"))]

@@ -1,6 +1,6 @@
 //! The transport limits of both gRPC servers (the destination's `:8086` and
 //! the policy controller's `:8090`), in one place: [`crate::serve`] serves
-//! with them, [`incoming`] accepts its connections.
+//! with them, `accept` accepts their connections.
 //!
 //! | limit | value | why |
 //! |---|---|---|
@@ -65,13 +65,11 @@
 
 use std::{
     io,
-    net::SocketAddr,
     pin::Pin,
     task::{Context, Poll},
     time::{Duration, Instant},
 };
 
-use futures::Stream;
 use meridian_runtime::peers::{Listener, OpenConnection, PrefaceGuard};
 use tokio::{
     io::{AsyncRead, AsyncWrite, ReadBuf},
@@ -159,57 +157,45 @@ impl ServerLimits {
     }
 }
 
-/// The connections of `listener` for [`crate::serve`]:
-/// `TCP_NODELAY` (without it, small updates wait on the client's delayed
-/// ACK, ~40 ms per fan-out), each guarded by a [`PrefaceGuard`] that closes
-/// and reports (to `peers`) a peer sending anything but the HTTP/2 preface
-/// within [`PREFACE_TIMEOUT`]. Accept errors (out of file descriptors) are
-/// retried after 100 ms instead of in a busy loop, and logged once a minute.
-pub fn incoming(
-    listener: TcpListener,
-    peers: Listener,
-) -> impl Stream<Item = Result<Connection, io::Error>> + Send + 'static {
-    let state = (listener, peers, None::<Instant>);
-    futures::stream::unfold(state, |(listener, peers, mut warned)| async move {
-        loop {
-            match listener.accept().await {
-                Ok((tcp, peer)) => {
-                    let _ = tcp.set_nodelay(true);
-                    let open = peers.open();
-                    let guarded =
-                        PrefaceGuard::new(tcp, Some(peer), peers.clone(), PREFACE_TIMEOUT);
-                    return Some((
-                        Ok(Connection {
-                            io: guarded,
-                            _open: open,
-                        }),
-                        (listener, peers, warned),
-                    ));
+/// The next connection of `listener` for [`crate::serve`]: `TCP_NODELAY`
+/// (without it, small updates wait on the client's delayed ACK, ~40 ms per
+/// fan-out), guarded by a [`PrefaceGuard`] that closes and reports (to
+/// `peers`) a peer sending anything but the HTTP/2 preface within
+/// [`PREFACE_TIMEOUT`]. Accept errors (out of file descriptors) are retried
+/// after 100 ms instead of in a busy loop, and logged once a minute
+/// (`warned` holds when they last were).
+pub(crate) async fn accept(
+    listener: &TcpListener,
+    peers: &Listener,
+    warned: &mut Option<Instant>,
+) -> Connection {
+    loop {
+        match listener.accept().await {
+            Ok((tcp, peer)) => {
+                let _ = tcp.set_nodelay(true);
+                let open = peers.open();
+                let guarded = PrefaceGuard::new(tcp, Some(peer), peers.clone(), PREFACE_TIMEOUT);
+                return Connection {
+                    io: guarded,
+                    _open: open,
+                };
+            }
+            Err(error) => {
+                if warned.is_none_or(|at| at.elapsed() >= Duration::from_secs(60)) {
+                    tracing::warn!(%error, "gRPC accept failed; retrying every 100 ms");
+                    *warned = Some(Instant::now());
                 }
-                Err(error) => {
-                    if warned.is_none_or(|at| at.elapsed() >= Duration::from_secs(60)) {
-                        tracing::warn!(%error, "gRPC accept failed; retrying every 100 ms");
-                        warned = Some(Instant::now());
-                    }
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
             }
         }
-    })
+    }
 }
 
 /// One accepted gRPC connection (counted open until it drops).
 #[derive(Debug)]
-pub struct Connection {
+pub(crate) struct Connection {
     io: PrefaceGuard<TcpStream>,
     _open: OpenConnection,
-}
-
-impl Connection {
-    /// The client's address.
-    pub fn peer(&self) -> Option<SocketAddr> {
-        self.io.get_ref().peer_addr().ok()
-    }
 }
 
 impl Connection {

@@ -553,7 +553,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         // Open streams end with OK first; GOAWAY only after them.
         grpc_stream::after_streams_end(shutdown.clone().requested(), STREAM_DRAIN_GRACE),
     );
-    let (grpc, admin, introspection) = tokio::join!(
+    let ((), admin, introspection) = tokio::join!(
         grpc,
         admin.serve(shutdown.clone()),
         introspection.serve(shutdown)
@@ -565,7 +565,6 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             tracing::warn!("the EndpointSlice writer did not stop in time");
         }
     }
-    let () = grpc;
     admin.context("admin server")?;
     introspection.context("introspection server")?;
     tracing::info!("stopped");

@@ -80,7 +80,7 @@ async fn client(
 }
 
 async fn call(
-    send: &mut h2::client::SendRequest<Bytes>,
+    send: &h2::client::SendRequest<Bytes>,
     path: &str,
     timeout: Option<&str>,
 ) -> http::HeaderMap {
@@ -91,11 +91,8 @@ async fn call(
         request = request.header("grpc-timeout", timeout);
     }
     let request = request.body(()).expect("a request");
-    let send = send.clone().ready().await.expect("a stream");
-    let (response, _) = {
-        let mut send = send;
-        send.send_request(request, true).expect("sent")
-    };
+    let mut send = send.clone().ready().await.expect("a stream");
+    let (response, _) = send.send_request(request, true).expect("sent");
     let response = response.await.expect("an answer");
     response.headers().clone()
 }
@@ -114,19 +111,19 @@ fn status_of(headers: &http::HeaderMap) -> (&str, &str) {
 #[tokio::test]
 async fn a_grpc_timeout_a_status_error_and_the_peer_address() {
     let served = start().await;
-    let (mut send, local, _driven) = client(served.addr).await;
+    let (send, local, _driven) = client(served.addr).await;
 
-    let headers = call(&mut send, "/t/slow", Some("50m")).await;
+    let headers = call(&send, "/t/slow", Some("50m")).await;
     assert_eq!(
         status_of(&headers),
         ("1", "Timeout%20expired"),
         "{headers:?}"
     );
 
-    let headers = call(&mut send, "/t/denied", None).await;
+    let headers = call(&send, "/t/denied", None).await;
     assert_eq!(status_of(&headers), ("7", "not%20you"), "{headers:?}");
 
-    let headers = call(&mut send, "/t/peer", Some("not a timeout")).await;
+    let headers = call(&send, "/t/peer", Some("not a timeout")).await;
     assert_eq!(status_of(&headers).0, "0", "{headers:?}");
     assert_eq!(
         headers.get("x-peer").and_then(|v| v.to_str().ok()),

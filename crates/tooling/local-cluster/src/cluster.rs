@@ -4,7 +4,7 @@
 
 use std::{
     fs,
-    net::{IpAddr, Ipv4Addr, TcpListener},
+    net::{IpAddr, Ipv4Addr},
     path::{Path, PathBuf},
     time::{Duration, Instant},
 };
@@ -688,14 +688,10 @@ fn not_ready(process: &ManagedProcess, timeout: Duration) -> ClusterError {
     }
 }
 
-/// A free TCP port on 127.0.0.1 (bound and released; the usual small race).
-pub fn free_port() -> Result<u16, ClusterError> {
-    let listener = TcpListener::bind("127.0.0.1:0").map_err(io_err("finding a free port"))?;
-    let port = listener
-        .local_addr()
-        .map_err(io_err("finding a free port"))?
-        .port();
-    Ok(port)
+/// A free port on 127.0.0.1 for a process of the control plane (see
+/// [`crate::ports`]).
+fn free_port() -> Result<u16, ClusterError> {
+    crate::ports::free_port().map_err(io_err("finding a free port"))
 }
 
 fn random_token() -> Result<String, ClusterError> {

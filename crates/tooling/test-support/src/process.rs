@@ -8,17 +8,18 @@
 
 pub use local_cluster::probe::http_get;
 use std::{
-    net::{SocketAddr, TcpListener},
+    net::SocketAddr,
     path::Path,
     process::{Child, Command, Stdio},
     time::{Duration, Instant},
 };
 
-/// A free loopback address (bound and released).
+/// A free address on 127.0.0.1 for a process a test starts, outside the
+/// ephemeral range so no outgoing connection takes it first (see
+/// [`local_cluster::ports`]).
 pub fn free_addr() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("finding a free port")
+    let port = local_cluster::free_port().expect("finding a free port");
+    SocketAddr::from(([127, 0, 0, 1], port))
 }
 
 /// Runs `program args…` until it exits, for a process meant to end

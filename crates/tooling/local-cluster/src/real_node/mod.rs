@@ -703,13 +703,7 @@ fn is_ready(node: &Node) -> bool {
 }
 
 fn free_port() -> Result<u16, NodeError> {
-    let listener =
-        std::net::TcpListener::bind("127.0.0.1:0").map_err(io_err("finding a free port"))?;
-    let port = listener
-        .local_addr()
-        .map_err(io_err("finding a free port"))?
-        .port();
-    Ok(port)
+    crate::ports::free_port().map_err(io_err("finding a free port"))
 }
 
 #[cfg(test)]

@@ -196,9 +196,9 @@ pub fn open_streams() -> usize {
 }
 
 /// Resolves after `requested` once every open stream body has ended (their
-/// own shutdown ends them), or after `grace` at most: the future to give a
-/// tonic server's `serve_with_incoming_shutdown`, so that GOAWAY follows the
-/// streams' OK trailers instead of racing them.
+/// own shutdown ends them), or after `grace` at most: the future to give
+/// [`serve`] as its shutdown, so that GOAWAY follows the streams' OK
+/// trailers instead of racing them.
 pub async fn after_streams_end(requested: impl Future<Output = ()>, grace: Duration) {
     requested.await;
     let deadline = tokio::time::Instant::now() + grace;

@@ -15,6 +15,7 @@
 //! | receive window per connection | [`REQUEST_CONNECTION_WINDOW`] (256 KiB) | a few requests in flight; hyper's default is 1 MiB |
 //! | adaptive window (BDP) | off | the windows above stay fixed |
 //! | largest frame accepted (`SETTINGS_MAX_FRAME_SIZE`) | [`MAX_FRAME_SIZE`] (16 KiB) | the protocol's smallest maximum |
+//! | response bytes buffered per stream | [`MAX_SEND_BUFFER`] (400 KiB) | hyper's default; a stream writes only into the client's window |
 //!
 //! **Streams per connection.** A proxy holds one `Get` and one `GetProfile`
 //! stream per Service port it talks to, and one policy `Watch` per target
@@ -51,10 +52,10 @@
 //!
 //! **Idle connections hold no I/O buffers.** The patched h2 (vendor/h2)
 //! frees a connection's read and write buffers while they are empty when
-//! its server builder's `release_idle_buffers` is on; hyper builds h2's
-//! builder itself and cannot set it, so [`crate::serve`] turns on the
-//! fork's process-wide default instead (every HTTP/2 server connection the
-//! process accepts afterwards, the admin and webhook servers' included).
+//! its server builder's `release_idle_buffers` is on. [`crate::serve`]
+//! turns on the fork's process-wide default, so that every HTTP/2 server
+//! connection the process accepts afterwards has it, the admin and webhook
+//! servers' too (hyper builds their h2 builders and cannot set it).
 //! It saves about 24 KiB per idle proxy connection (vendor/h2/README.md).
 //!
 //! **Windows.** What a proxy sends the control plane is tiny: requests of
@@ -101,6 +102,11 @@ pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
 
 /// … must be answered within this, or the connection is closed.
 pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Response bytes h2 buffers for one stream beyond what the client's window
+/// lets it send (hyper's default, which the servers had before they drove
+/// h2 themselves).
+pub const MAX_SEND_BUFFER: usize = 400 * 1024;
 
 /// Streams reset by the client before the server accepted them, at once
 /// (h2's default; CVE-2023-44487 "rapid reset").

@@ -1,12 +1,12 @@
 //! [`PrefaceGuard`]: the connection of an HTTP/2-only server must open with
 //! the 24-byte HTTP/2 client preface, whole, within [`PREFACE_TIMEOUT`].
 //!
-//! hyper's HTTP/2 server waits for the preface without a deadline (its
-//! keepalive pings only start after the handshake), so a peer that
+//! An HTTP/2 server (h2's, hyper's) waits for the preface without a
+//! deadline (keepalive pings only start after the handshake), so a peer that
 //! connects and sends nothing, or half a preface, holds a task and a file
 //! descriptor forever; one that sends garbage is closed but not logged
 //! where an operator sees it. The guard reads the first bytes as they pass,
-//! closes the connection (an I/O error to hyper) on the first byte that
+//! closes the connection (an I/O error to the server) on the first byte that
 //! differs from the preface or when the deadline passes, and reports the
 //! peer to its [`Listener`]. Once the preface has passed it is a plain
 //! pass-through.

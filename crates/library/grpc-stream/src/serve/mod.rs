@@ -1,17 +1,19 @@
-//! The accept loop and the per-connection task of both gRPC servers:
-//! hyper's HTTP/2 server, driven here instead of by
-//! `tonic::transport::Server`.
+//! The accept loop and the per-connection task of both gRPC servers, on h2
+//! directly: one task per connection that reads and writes the connection
+//! and also polls every stream of it ([`exchange`]), where hyper's server
+//! spawned a task per stream and tonic's server a larger task per
+//! connection around hyper's.
 //!
-//! **Why not tonic's server.** It spawns one task per connection that holds
-//! hyper's HTTP/1-or-HTTP/2 connection, plus its own copies of the socket,
-//! the builder and the service the connection already holds, a max-age
-//! timer and a shutdown watch. The task takes jemalloc's 3,072-byte class,
-//! and every idle proxy connection pays it. The task here holds hyper's
-//! HTTP/2 connection, which holds the socket and the service once, and two
-//! pointers, so it takes the 2,048-byte class (the lab note "2026-12-07
-//! (night)" in docs/performance.md has the sizes).
+//! **Why.** Every endpoint change wakes each stream that follows the
+//! changed state. With a task per stream, each wake scheduled and polled
+//! that task, which handed its frame to h2 and woke the connection's task
+//! in turn: two task polls per stream per change, and a task's allocation
+//! per stream for as long as it is open. Here the stream's wake is the
+//! connection task's wake: one poll writes the frames of every stream of
+//! the connection that has one, and a stream is a slot of the connection's
+//! set (the lab notes in docs/performance.md have the figures).
 //!
-//! **What tonic's server did, done the same way here:**
+//! **What tonic's and hyper's servers did, done the same way here:**
 //! - a request's `grpc-timeout` bounds the wait for the response's headers
 //!   (tonic's `GrpcTimeout`). Past it, the call is answered `CANCELLED`
 //!   "Timeout expired". A stream that has started is not cut.
@@ -19,26 +21,29 @@
 //!   status (tonic's `RecoverError`). Any other error resets the stream.
 //! - the request carries the connection's [`TcpConnectInfo`] in its
 //!   extensions.
+//! - a response body is written only as fast as the client's window allows;
+//!   a client's `RST_STREAM` drops the stream's answer and body at once.
+//! - keepalive PINGs ([`keepalive`]), and h2's settings of
+//!   [`crate::server`]'s limits.
 //! - on shutdown, accepting stops at once (the listening socket is closed),
 //!   every connection is sent GOAWAY, and [`serve`] returns when the last
 //!   one has closed.
 //!
-//! Each request's future is boxed, as tonic's was. The task hyper spawns
-//! for a stream lives as long as the stream, sized for the largest state it
-//! passes through, so that largest state must stay a pointer.
+//! Each request's future is boxed, as tonic's was: a stream's slot is
+//! sized for the largest state it passes through, so that state must stay
+//! a pointer.
 
 use std::{
     future::Future,
     pin::{Pin, pin},
     sync::Arc,
-    task::{Context, Poll, ready},
+    task::{Context, Poll},
     time::Duration,
 };
 
 use bytes::Bytes;
+use futures::{StreamExt, stream::FuturesUnordered};
 use http::{HeaderMap, Request, Response};
-use hyper::{body::Incoming, server::conn::http2};
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use meridian_runtime::peers::Listener;
 use tokio::{net::TcpListener, sync::watch};
 use tonic::{Status, transport::server::TcpConnectInfo};
@@ -46,9 +51,15 @@ use tower::{ServiceExt, util::BoxCloneSyncService};
 
 use crate::server::{
     Connection, KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT, MAX_FRAME_SIZE, MAX_HEADER_LIST_SIZE,
-    MAX_LOCAL_ERROR_RESET_STREAMS, MAX_PENDING_ACCEPT_RESET_STREAMS, REQUEST_CONNECTION_WINDOW,
-    REQUEST_STREAM_WINDOW, ServerLimits, accept,
+    MAX_LOCAL_ERROR_RESET_STREAMS, MAX_PENDING_ACCEPT_RESET_STREAMS, MAX_SEND_BUFFER,
+    REQUEST_CONNECTION_WINDOW, REQUEST_STREAM_WINDOW, ServerLimits, accept,
 };
+
+mod exchange;
+mod keepalive;
+
+use exchange::{Answer, Exchange, RecvBody};
+use keepalive::{KeepAlive, Pulse};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -73,7 +84,7 @@ pub async fn serve<S, B>(
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
 {
-    let builder = http2_builder(limits);
+    let builder = h2_builder(limits);
     let service: Arc<Stack> = Arc::new(BoxCloneSyncService::new(
         service
             .map_err(Into::into)
@@ -96,7 +107,10 @@ pub async fn serve<S, B>(
         };
         let mut wait = open.clone();
         tokio::spawn(Serving {
-            connection: builder.serve_connection(TokioIo::new(connection), service),
+            h2: H2::Handshaking(builder.handshake(connection)),
+            streams: FuturesUnordered::new(),
+            service,
+            keepalive: None,
             stopping: Some(Box::pin(async move {
                 let _ = wait.changed().await;
             })),
@@ -114,26 +128,23 @@ pub async fn serve<S, B>(
     stopping.closed().await;
 }
 
-/// hyper's HTTP/2 server settings of [`crate::server`]'s limits. (Each
-/// generated service also caps its request messages at
-/// [`crate::MAX_REQUEST_BYTES`]: `max_decoding_message_size` is per service.)
-fn http2_builder(limits: &ServerLimits) -> http2::Builder<TokioExecutor> {
+/// h2's server settings of [`crate::server`]'s limits. (Each generated
+/// service also caps its request messages at [`crate::MAX_REQUEST_BYTES`]:
+/// `max_decoding_message_size` is per service.)
+fn h2_builder(limits: &ServerLimits) -> h2::server::Builder {
     // (Not with the release h2: `cargo xtask bench h2-ab`'s second set.)
     #[cfg(not(feature = "pristine-h2"))]
     h2::server::set_release_idle_buffers_default(true);
-    let mut builder = http2::Builder::new(TokioExecutor::new());
+    let mut builder = h2::server::Builder::new();
     builder
-        .timer(TokioTimer::new())
-        .max_concurrent_streams(limits.max_concurrent_streams)
         .max_header_list_size(MAX_HEADER_LIST_SIZE)
-        .initial_stream_window_size(REQUEST_STREAM_WINDOW)
+        .initial_window_size(REQUEST_STREAM_WINDOW)
         .initial_connection_window_size(REQUEST_CONNECTION_WINDOW)
-        .adaptive_window(false)
         .max_frame_size(MAX_FRAME_SIZE)
-        .keep_alive_interval(KEEPALIVE_INTERVAL)
-        .keep_alive_timeout(KEEPALIVE_TIMEOUT)
+        .max_send_buffer_size(MAX_SEND_BUFFER)
         .max_pending_accept_reset_streams(MAX_PENDING_ACCEPT_RESET_STREAMS)
-        .max_local_error_reset_streams(MAX_LOCAL_ERROR_RESET_STREAMS);
+        .max_local_error_reset_streams(Some(MAX_LOCAL_ERROR_RESET_STREAMS))
+        .max_concurrent_streams(limits.max_concurrent_streams);
     builder
 }
 
@@ -141,14 +152,24 @@ fn http2_builder(limits: &ServerLimits) -> http2::Builder<TokioExecutor> {
 /// calls a clone, as tower asks).
 type Stack = BoxCloneSyncService<Request<tonic::body::Body>, Response<tonic::body::Body>, BoxError>;
 
-/// hyper's connection of one client, as [`serve`] spawns it.
-type Http2 = http2::Connection<TokioIo<Connection>, PerConnection, TokioExecutor>;
+/// A client's HTTP/2 connection, before and after the preface and SETTINGS.
+enum H2 {
+    Handshaking(h2::server::Handshake<Connection, Bytes>),
+    Serving(h2::server::Connection<Connection, Bytes>),
+}
 
-/// One connection's task: the HTTP/2 connection, told to go away once the
-/// server stops. A struct rather than an `async` block, which would keep a
-/// second copy of what it moves into the connection.
+/// One connection's task: the connection, its streams, its keepalive, told
+/// to go away once the server stops. A struct rather than an `async` block,
+/// which would keep a second copy of what it moves into the connection.
 struct Serving {
-    connection: Http2,
+    h2: H2,
+    /// The connection's open streams. A stream's wake (its state changed,
+    /// or the client's window opened) wakes this task, which polls only the
+    /// streams that woke.
+    streams: FuturesUnordered<Exchange>,
+    service: PerConnection,
+    /// Set once the handshake is done.
+    keepalive: Option<KeepAlive>,
     /// Resolves when the server stops; `None` once GOAWAY has been asked for.
     stopping: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
     /// Held until the connection ends (see [`serve`]).
@@ -160,36 +181,83 @@ impl Future for Serving {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = &mut *self;
-        if let Some(stopping) = this.stopping.as_mut()
-            && stopping.as_mut().poll(cx).is_ready()
-        {
+        let stop = this
+            .stopping
+            .as_mut()
+            .is_some_and(|stopping| stopping.as_mut().poll(cx).is_ready());
+        let connection = match &mut this.h2 {
+            H2::Handshaking(handshake) => {
+                if stop {
+                    // Nothing was asked on it yet: close it.
+                    return Poll::Ready(());
+                }
+                match Pin::new(handshake).poll(cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(Err(error)) => {
+                        tracing::debug!(%error, "gRPC connection failed its HTTP/2 handshake");
+                        return Poll::Ready(());
+                    }
+                    Poll::Ready(Ok(mut connection)) => {
+                        this.keepalive = connection
+                            .ping_pong()
+                            .map(|p| KeepAlive::new(p, KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT));
+                        this.h2 = H2::Serving(connection);
+                        let H2::Serving(connection) = &mut this.h2 else {
+                            unreachable!("just set")
+                        };
+                        connection
+                    }
+                }
+            }
+            H2::Serving(connection) => connection,
+        };
+        if stop {
             this.stopping = None;
-            Pin::new(&mut this.connection).graceful_shutdown();
+            connection.graceful_shutdown();
         }
-        if let Err(error) = ready!(Pin::new(&mut this.connection).poll(cx)) {
-            tracing::debug!(%error, "gRPC connection ended with an error");
+        if let Some(keepalive) = this.keepalive.as_mut()
+            && keepalive.poll(cx) == Pulse::TimedOut
+        {
+            tracing::debug!("gRPC client did not answer a keepalive PING; closing");
+            connection.abrupt_shutdown(h2::Reason::NO_ERROR);
+            this.keepalive = None;
         }
-        Poll::Ready(())
+        loop {
+            // The streams first, so that what they hand h2 is written by
+            // the connection's poll below, in this same wake.
+            while let Poll::Ready(Some(())) = this.streams.poll_next_unpin(cx) {}
+            match connection.poll_accept(cx) {
+                Poll::Ready(Some(Ok((request, respond)))) => {
+                    if let Some(keepalive) = this.keepalive.as_mut() {
+                        keepalive.record_read();
+                    }
+                    let answer = this.service.call(request);
+                    this.streams.push(Exchange::new(answer, respond));
+                }
+                Poll::Ready(Some(Err(error))) => {
+                    tracing::debug!(%error, "gRPC connection ended with an error");
+                    return Poll::Ready(());
+                }
+                Poll::Ready(None) => return Poll::Ready(()),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
     }
 }
 
-/// The service one connection calls for each request: the server's shared
-/// stack and the connection's addresses.
+/// What one connection calls for each request: the server's shared stack
+/// and the connection's addresses.
 struct PerConnection {
     service: Arc<Stack>,
     info: TcpConnectInfo,
 }
 
-impl hyper::service::Service<Request<Incoming>> for PerConnection {
-    type Response = Response<tonic::body::Body>;
-    type Error = BoxError;
-    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, BoxError>> + Send>>;
-
-    fn call(&self, request: Request<Incoming>) -> Self::Future {
+impl PerConnection {
+    fn call(&self, request: Request<h2::RecvStream>) -> Answer {
         let (mut parts, body) = request.into_parts();
         parts.extensions.insert(self.info.clone());
         let limit = grpc_timeout(&parts.headers);
-        let request = Request::from_parts(parts, tonic::body::Body::new(body));
+        let request = Request::from_parts(parts, tonic::body::Body::new(RecvBody(body)));
         let answer = Stack::clone(&self.service).oneshot(request);
         Box::pin(async move {
             let answer = match limit {

@@ -433,6 +433,10 @@ async fn baseline(
     changes: usize,
 ) -> anyhow::Result<usize> {
     let (mut server, pid, addr) = crate::trivial::start(work_dir).await?;
+    // The destination's streams, torn down before, were tagged with the same
+    // keys: counted as this phase's ended streams, they left it no stream to
+    // wait for, and the baseline recorded no latency at all.
+    crate::ends::forget_keyed();
     let (events_tx, mut events_rx) = mpsc::unbounded_channel::<(usize, Instant)>();
     let (opened, conns) = open_all(addr, pid, config, plan, &events_tx, None).await?;
     while events_rx.try_recv().is_ok() {}

@@ -9,7 +9,7 @@
 //! | request message | [`crate::MAX_REQUEST_BYTES`] (64 KiB) | requests are a few hundred bytes; tonic's default is 4 MiB |
 //! | request headers (`SETTINGS_MAX_HEADER_LIST_SIZE`) | [`MAX_HEADER_LIST_SIZE`] (16 KiB) | a proxy sends well under 1 KiB |
 //! | HTTP/2 preface | within [`PREFACE_TIMEOUT`] | else the connection is closed and the peer reported |
-//! | keepalive | a ping after [`KEEPALIVE_INTERVAL`] of silence, answered within [`KEEPALIVE_TIMEOUT`] | dead peers free their streams |
+//! | keepalive | a ping after [`KEEPALIVE_INTERVAL`] without a request or a pong, answered within [`KEEPALIVE_TIMEOUT`] | dead peers free their streams |
 //! | resets | [`MAX_PENDING_ACCEPT_RESET_STREAMS`], [`MAX_LOCAL_ERROR_RESET_STREAMS`] | the rapid-reset and "made you reset" mitigations |
 //! | receive window per stream | [`REQUEST_STREAM_WINDOW`] (64 KiB) | one request of [`crate::MAX_REQUEST_BYTES`]; hyper's default is 1 MiB |
 //! | receive window per connection | [`REQUEST_CONNECTION_WINDOW`] (256 KiB) | a few requests in flight; hyper's default is 1 MiB |
@@ -97,7 +97,8 @@ pub const REQUEST_CONNECTION_WINDOW: u32 = 4 * REQUEST_STREAM_WINDOW;
 /// Largest HTTP/2 frame accepted (the protocol's smallest maximum).
 pub const MAX_FRAME_SIZE: u32 = 16 * 1024;
 
-/// A keepalive ping after this much silence from the client …
+/// A keepalive ping after this long without a request or a pong from the
+/// client …
 pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
 
 /// … must be answered within this, or the connection is closed.

@@ -32,7 +32,7 @@ pub(super) enum Exchange {
         body: tonic::body::Body,
         send: SendStream<Bytes>,
     },
-    /// Finished (also while moving between the two above).
+    /// Finished: the body ended, or the stream was reset.
     Done,
 }
 

@@ -1,8 +1,10 @@
-//! A connection's keepalive, as hyper's HTTP/2 server kept it: a PING after
-//! [`crate::server::KEEPALIVE_INTERVAL`] without anything read from the
-//! client, and the connection closed if the PONG does not come within
-//! [`crate::server::KEEPALIVE_TIMEOUT`]. A proxy whose host vanished
-//! without closing its sockets frees its streams this way.
+//! A connection's keepalive: a PING after
+//! [`crate::server::KEEPALIVE_INTERVAL`] without a new request or a PONG
+//! from the client, and the connection closed if the PONG does not come
+//! within [`crate::server::KEEPALIVE_TIMEOUT`]. A proxy whose host vanished
+//! without closing its sockets frees its streams this way. (hyper's server
+//! also counted a request body's DATA as a sign of life; a proxy sends none
+//! after its requests, so the PINGs come as often.)
 
 use std::{
     pin::Pin,
@@ -46,9 +48,9 @@ impl KeepAlive {
         }
     }
 
-    /// Something was read from the client: the next PING waits a full
-    /// interval from now (unless one is out already).
-    pub(super) fn record_read(&mut self) {
+    /// The client sent a request: the next PING waits a full interval from
+    /// now (unless one is out already).
+    pub(super) fn record_request(&mut self) {
         if !self.ping_sent {
             self.timer.as_mut().reset(Instant::now() + self.interval);
         }

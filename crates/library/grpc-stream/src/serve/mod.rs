@@ -229,7 +229,7 @@ impl Future for Serving {
             match connection.poll_accept(cx) {
                 Poll::Ready(Some(Ok((request, respond)))) => {
                     if let Some(keepalive) = this.keepalive.as_mut() {
-                        keepalive.record_read();
+                        keepalive.record_request();
                     }
                     let answer = this.service.call(request);
                     this.streams.push(Exchange::new(answer, respond));
